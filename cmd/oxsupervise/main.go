@@ -1,0 +1,92 @@
+// Command oxsupervise puts AI coding agent sessions into a boundary the
+// kernel enforces. Each verb lives in its own file (verb_*.go); this file
+// only dispatches and defines the exit codes every verb shares.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes shared by every verb (documented in README).
+const (
+	exitOK         = 0
+	exitFail       = 1   // the verb ran and failed (or: policy check says deny)
+	exitUsage      = 2   // bad flags or arguments
+	exitAsk        = 3   // policy check: the decision is "ask"
+	exitNoBoundary = 125 // run/attach: the boundary could not be built; nothing ran
+)
+
+// streams are the standard streams a verb uses, so tests can capture them.
+type streams struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+}
+
+type verb struct {
+	summary string
+	run     func(ctx context.Context, s streams, args []string) int
+}
+
+func verbs() map[string]verb {
+	return map[string]verb{
+		"run":       {"run a command inside a new confined session", cmdRun},
+		"attach":    {"confine a running process and all its descendants", cmdAttach},
+		"sessions":  {"list sessions", cmdSessions},
+		"stop":      {"stop a session and kill every process in it", cmdStop},
+		"audit":     {"read the audit log (audit tail)", cmdAudit},
+		"policy":    {"show the effective policy or check a tool call (policy show|check)", cmdPolicy},
+		"doctor":    {"report which enforcement layers this machine supports", cmdDoctor},
+		"daemon":    {"run the supervisor daemon", cmdDaemon},
+		"approvals": {"list pending approval requests", cmdApprovals},
+		"approve":   {"answer an approval request", cmdApprove},
+		"exec":      {"inside a session: run a command outside it after approval", cmdExec},
+		"version":   {"print the version", cmdVersion},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: oxsupervise VERB [flags] [-- CMD ARG...]")
+	fmt.Fprintln(w, "\nverbs:")
+	all := verbs()
+	names := make([]string, 0, len(all))
+	for name := range all {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", name, all[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'oxsupervise VERB --help' for a verb's flags.")
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], streams{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+func dispatch(args []string, s streams) int {
+	if len(args) == 0 {
+		usage(s.err)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(s.out)
+		return exitOK
+	}
+	v, ok := verbs()[args[0]]
+	if !ok {
+		fmt.Fprintf(s.err, "oxsupervise: unknown verb %q\n", args[0])
+		usage(s.err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return v.run(ctx, s, args[1:])
+}
