@@ -80,6 +80,10 @@ type Compiled struct {
 	// resolved to when the policy was compiled; backends that can only
 	// protect existing inodes (Landlock + bind mounts, Windows ACEs) use them.
 	ProtectedPaths []Anchor `json:"protected_paths"`
+	// ProtectedPathsComplete is false when the compile-time scan for
+	// ProtectedPaths stopped at its entry bound (a warning said so); the
+	// patterns still cover everything, existing-inode backends do not.
+	ProtectedPathsComplete bool `json:"protected_paths_complete"`
 
 	// DenyRead are credential locations that must not be read (nor
 	// written). Entries that do not exist at compile time are kept with
@@ -232,6 +236,8 @@ type Permissions struct {
 	Default Action                      `json:"default"`
 	Rules   []PermissionRule            `json:"rules,omitempty"`
 	Agents  map[string][]PermissionRule `json:"agents,omitempty"`
+	// AgentDefaults are [agent.NAME.permission] default overrides.
+	AgentDefaults map[string]Action `json:"agent_defaults,omitempty"`
 }
 
 // PermissionRule is one {tool, pattern, action} rule.

@@ -1,0 +1,106 @@
+//go:build linux
+
+package audit
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// procInfo is what /proc tells about a pid.
+type procInfo struct {
+	exe, cmdline, name string
+	ppid               int
+}
+
+// ProcEnricher returns an Enrich function for SinkOptions that fills empty
+// process.executable, process.command_line, process.name and
+// process.parent.pid from /proc/PID, naming every filled field in
+// oxsupervise.enriched. It never overwrites a producer's value. Reading
+// /proc/PID/cmdline can block on the target's mm lock, so the reads run in
+// a goroutine bounded by timeout and by a limit of concurrent lookups; a
+// slow or exited pid just leaves the fields empty.
+func ProcEnricher(timeout time.Duration) func(*Record) {
+	return procEnricher("/proc", timeout)
+}
+
+func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
+	// At most this many lookups may be stuck at once; beyond that records
+	// go out unenriched rather than piling up goroutines.
+	slots := make(chan struct{}, 4)
+	return func(r *Record) {
+		p := r.Process
+		if p == nil || p.PID <= 0 {
+			return
+		}
+		if p.Executable != "" && p.CommandLine != "" && p.Name != "" && p.Parent != nil {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			return
+		}
+		done := make(chan procInfo, 1)
+		go func() {
+			defer func() { <-slots }()
+			done <- readProc(procRoot, p.PID)
+		}()
+		var info procInfo
+		select {
+		case info = <-done:
+		case <-time.After(timeout):
+			return
+		}
+		if p.Executable == "" && info.exe != "" {
+			p.Executable = info.exe
+			r.Ox.Enriched = append(r.Ox.Enriched, "process.executable")
+		}
+		if p.CommandLine == "" && info.cmdline != "" {
+			p.CommandLine = info.cmdline
+			r.Ox.Enriched = append(r.Ox.Enriched, "process.command_line")
+		}
+		if p.Name == "" && info.name != "" {
+			p.Name = info.name
+			r.Ox.Enriched = append(r.Ox.Enriched, "process.name")
+		}
+		if p.Parent == nil && info.ppid > 0 {
+			p.Parent = &Parent{PID: info.ppid}
+			r.Ox.Enriched = append(r.Ox.Enriched, "process.parent.pid")
+		}
+	}
+}
+
+func readProc(procRoot string, pid int) procInfo {
+	dir := procRoot + "/" + strconv.Itoa(pid)
+	var info procInfo
+	if exe, err := os.Readlink(dir + "/exe"); err == nil {
+		info.exe = exe
+	}
+	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		info.cmdline = strings.Join(strings.FieldsFunc(string(bytes.TrimRight(b, "\x00")), func(r rune) bool { return r == 0 }), " ")
+	}
+	if b, err := os.ReadFile(dir + "/stat"); err == nil {
+		info.name, info.ppid = parseStat(b)
+	}
+	return info
+}
+
+// parseStat extracts comm and ppid from /proc/PID/stat; comm may contain
+// spaces and parentheses, so it is delimited by the last ')'.
+func parseStat(b []byte) (comm string, ppid int) {
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return "", 0
+	}
+	comm = string(b[open+1 : end])
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) >= 2 {
+		ppid, _ = strconv.Atoi(fields[1])
+	}
+	return comm, ppid
+}

@@ -1,0 +1,28 @@
+// Package kernelaudit turns the kernel audit subsystem's Landlock records
+// into audit.Records: it reads the NETLINK_AUDIT multicast group (the
+// read-only log feed that coexists with auditd), groups the records of one
+// kernel event by their audit(TIME:SERIAL) stamp, and attributes each
+// Landlock refusal to an oxsupervise session.
+//
+// Record types used: 1423 LANDLOCK_ACCESS (one per refused access: domain,
+// blockers, object), 1424 LANDLOCK_DOMAIN (domain allocation with the
+// creating pid, and deallocation), 1300 SYSCALL (acting pid, ppid, uid,
+// exe, comm, exit), 1327 PROCTITLE (argv) and 1320 EOE (end of event).
+// SYSCALL, PROCTITLE and EOE only exist when the acting task has a syscall
+// audit context, which an auditd rule such as "-a task,never" (Debian's
+// default) removes; then every record is its own event, flushed after a
+// short timeout, and the pid comes from the domain's allocation record.
+//
+// Attribution, first match wins: the producer's pid→session map (processes
+// may be gone by the time the record is read), the pid's cgroup
+// (<cgroup2>/oxsupervise/<id>), then the session of the pid that created
+// the Landlock domain — every process carrying a session's domain descends
+// from the session's launcher.
+//
+// Enabling audit: Landlock only logs when audit is enabled, so Open sets
+// enabled=1 when it is 0. It does not turn it off again by default: several
+// sessions, the daemon and auditd may rely on it concurrently, and whoever
+// disabled it last would silently cut the others' Landlock records. Set
+// Options.RestoreOnClose only when this process is known to be the sole
+// consumer (a test).
+package kernelaudit

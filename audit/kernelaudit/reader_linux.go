@@ -1,0 +1,403 @@
+//go:build linux
+
+package kernelaudit
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
+)
+
+// Options configure a Reader.
+type Options struct {
+	// SessionOfPID is consulted first to attribute a pid to a session: the
+	// producer knows its sessions' pids even after they exited.
+	SessionOfPID func(pid int) (string, bool)
+	// Cgroup says where session groups live, for attribution through
+	// /proc/PID/cgroup; the zero value is the default layout.
+	Cgroup cgroup.Config
+	// FlushAfter is how long the records of one event are awaited when no
+	// EOE record ends it (default 200ms).
+	FlushAfter time.Duration
+	// KeepUnattributed also emits refusals of processes in no session
+	// (other Landlock users on the machine); by default they are counted
+	// in Stats and dropped.
+	KeepUnattributed bool
+	// RestoreOnClose disables audit again on Close if Open enabled it. See
+	// the package documentation for why this is off by default.
+	RestoreOnClose bool
+	// MinBacklogLimit raises the kernel's audit backlog_limit to at least
+	// this many records (default 8192, auditd's usual setting; negative
+	// leaves it alone). Landlock logs from atomic context, so a full
+	// backlog drops its records at once; the kernel default of 64 loses
+	// most of a burst. Raising a limit never hurts another consumer.
+	MinBacklogLimit int
+}
+
+// Stats count what a Reader saw.
+type Stats struct {
+	Messages     uint64 // audit records received
+	Unparsable   uint64 // records that did not parse
+	Denials      uint64 // audit.Records emitted for refusals
+	Unattributed uint64 // refusals no session claimed
+	Overflows    uint64 // socket overflows (records lost, reported as events_lost)
+	KernelLost   uint64 // increase of the kernel's lost counter, reported as events_lost
+}
+
+// Reader receives kernel audit records from the NETLINK_AUDIT multicast
+// group.
+type Reader struct {
+	opts        Options
+	fd          int
+	enabledByUs bool
+	// lost is the kernel's audit_status.lost when last read.
+	lost uint32
+
+	mu     sync.Mutex
+	stats  Stats
+	closed bool
+}
+
+// ErrUnavailable wraps every reason the kernel audit feed cannot be used
+// (no CONFIG_AUDIT, no CAP_AUDIT_READ/CONTROL, not in the initial network
+// namespace).
+var ErrUnavailable = errors.New("kernel audit unavailable")
+
+// Open subscribes to the audit log multicast group and enables auditing
+// if it is off (Landlock logs nothing otherwise).
+func Open(opts Options) (*Reader, error) {
+	if opts.FlushAfter <= 0 {
+		opts.FlushAfter = 200 * time.Millisecond
+	}
+	if opts.MinBacklogLimit == 0 {
+		opts.MinBacklogLimit = 8192
+	}
+	enabled, lost, backlogLimit, err := getStatus()
+	if err != nil {
+		return nil, err
+	}
+	if opts.MinBacklogLimit > 0 && backlogLimit < uint32(opts.MinBacklogLimit) {
+		if err := setStatus(auditStatus{Mask: auditStatusBacklogLimit, BacklogLimit: uint32(opts.MinBacklogLimit)}); err != nil {
+			return nil, fmt.Errorf("raise audit backlog_limit to %d: %w", opts.MinBacklogLimit, err)
+		}
+	}
+	r := &Reader{opts: opts, fd: -1, lost: lost}
+	if enabled == 0 {
+		if err := setAuditEnabled(1); err != nil {
+			return nil, err
+		}
+		r.enabledByUs = true
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		r.restore()
+		return nil, fmt.Errorf("%w: netlink audit socket: %v", ErrUnavailable, err)
+	}
+	// A large buffer rides out bursts; an overflow is still reported.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20); err != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.AUDIT_NLGRP_READLOG - 1)}); err != nil {
+		unix.Close(fd)
+		r.restore()
+		return nil, fmt.Errorf("%w: join audit multicast group (needs CAP_AUDIT_READ): %v", ErrUnavailable, err)
+	}
+	tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		r.restore()
+		return nil, fmt.Errorf("set audit socket timeout: %w", err)
+	}
+	r.fd = fd
+	return r, nil
+}
+
+// EnabledByUs reports whether Open turned auditing on.
+func (r *Reader) EnabledByUs() bool { return r.enabledByUs }
+
+// Stats returns a snapshot of the counters.
+func (r *Reader) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// Run reads records until ctx ends or Close is called, calling emit for
+// every Landlock refusal attributed to a session, and for an events_lost
+// record whenever the kernel dropped records because the socket was full.
+// emit is called from Run's goroutine only.
+func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
+	asm := newAssembler(r.opts.FlushAfter)
+	sessionOf := r.sessionOf
+	buf := make([]byte, 1<<16)
+	flush := func(events []Event) {
+		for _, ev := range events {
+			recs, unattributed := asm.records(ev, sessionOf, r.opts.KeepUnattributed)
+			r.mu.Lock()
+			r.stats.Denials += uint64(len(recs))
+			r.stats.Unattributed += uint64(unattributed)
+			r.mu.Unlock()
+			for _, rec := range recs {
+				emit(rec)
+			}
+		}
+	}
+	nextLostCheck := time.Now().Add(lostCheckInterval)
+	defer func() {
+		flush(asm.expire(time.Now().Add(24 * time.Hour)))
+		r.checkLost(emit)
+	}()
+	for ctx.Err() == nil {
+		n, _, err := unix.Recvfrom(r.fd, buf, 0)
+		now := time.Now()
+		switch {
+		case err == nil:
+			for _, m := range r.parse(buf[:n]) {
+				flush(asm.add(m, now))
+			}
+		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.ENOBUFS):
+			r.mu.Lock()
+			r.stats.Overflows++
+			r.mu.Unlock()
+			emit(audit.Record{
+				Timestamp: now,
+				Message:   "kernel audit socket overflowed: at least one kernel audit record (possibly a Landlock refusal) was lost",
+				Ox:        audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: 1},
+			})
+		default:
+			r.mu.Lock()
+			closed := r.closed
+			r.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return fmt.Errorf("receive kernel audit records: %w", err)
+		}
+		flush(asm.expire(now))
+		if now.After(nextLostCheck) {
+			r.checkLost(emit)
+			nextLostCheck = now.Add(lostCheckInterval)
+		}
+	}
+	return nil
+}
+
+// lostCheckInterval is how often the kernel's lost counter is polled.
+const lostCheckInterval = time.Second
+
+// checkLost turns an increase of the kernel's audit lost counter into an
+// events_lost record. The counter is global to the audit subsystem, so the
+// lost records may or may not have been Landlock refusals; the record says
+// so rather than guessing.
+func (r *Reader) checkLost(emit func(audit.Record)) {
+	_, lost, _, err := getStatus()
+	if err != nil {
+		return // transient; the next check sees the whole increase
+	}
+	// Without auditd the kernel also counts a record as lost when only its
+	// printk copy was rate-limited, after the multicast copy reached this
+	// reader: the count can be too high, never too low.
+	delta := lost - r.lost // uint32 arithmetic survives the counter wrapping
+	r.lost = lost
+	if delta == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.stats.KernelLost += uint64(delta)
+	r.mu.Unlock()
+	emit(audit.Record{
+		Timestamp: time.Now(),
+		Message: "the kernel audit lost counter rose: records were dropped (backlog_limit or rate_limit) or, with no auditd running, " +
+			"only their console copy was rate-limited; any of them may have been a Landlock refusal",
+		Ox: audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: uint64(delta)},
+	})
+}
+
+// parse splits a datagram into audit messages. Multicast copies carry a
+// correct nlmsg_len (unlike the unicast feed to auditd), but a short or
+// over-long length is tolerated by taking the rest of the datagram.
+func (r *Reader) parse(b []byte) []Message {
+	var out []Message
+	for len(b) >= unix.NLMSG_HDRLEN {
+		length := int(binary.NativeEndian.Uint32(b[0:4]))
+		typ := binary.NativeEndian.Uint16(b[4:6])
+		end := length
+		if end < unix.NLMSG_HDRLEN || end > len(b) {
+			end = len(b)
+		}
+		payload := b[unix.NLMSG_HDRLEN:end]
+		r.mu.Lock()
+		r.stats.Messages++
+		r.mu.Unlock()
+		if typ >= 1300 && typ < 1500 {
+			if m, err := ParseMessage(typ, payload); err == nil {
+				out = append(out, m)
+			} else {
+				r.mu.Lock()
+				r.stats.Unparsable++
+				r.mu.Unlock()
+			}
+		}
+		aligned := (end + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
+		if aligned >= len(b) {
+			break
+		}
+		b = b[aligned:]
+	}
+	return out
+}
+
+func (r *Reader) sessionOf(pid int) (string, bool) {
+	if r.opts.SessionOfPID != nil {
+		if s, ok := r.opts.SessionOfPID(pid); ok {
+			return s, true
+		}
+	}
+	s, ok, err := cgroup.SessionOf(r.opts.Cgroup, pid)
+	if err != nil {
+		return "", false // exited: only the producer's map could have known
+	}
+	return s, ok
+}
+
+// Close stops Run and, if RestoreOnClose and Open enabled auditing,
+// disables it again.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	var err error
+	if r.fd >= 0 {
+		// shutdown wakes a Recvfrom blocked in another goroutine.
+		_ = unix.Shutdown(r.fd, unix.SHUT_RDWR)
+		err = unix.Close(r.fd)
+	}
+	if r.opts.RestoreOnClose {
+		if rerr := r.restore(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+func (r *Reader) restore() error {
+	if !r.enabledByUs {
+		return nil
+	}
+	r.enabledByUs = false
+	return setAuditEnabled(0)
+}
+
+// auditStatus mirrors struct audit_status (include/uapi/linux/audit.h).
+type auditStatus struct {
+	Mask, Enabled, Failure, PID, RateLimit, BacklogLimit, Lost, Backlog uint32
+	FeatureBitmap, BacklogWaitTime, BacklogWaitTimeActual               uint32
+}
+
+const (
+	auditStatusEnabled      = 0x1  // AUDIT_STATUS_ENABLED
+	auditStatusBacklogLimit = 0x10 // AUDIT_STATUS_BACKLOG_LIMIT
+)
+
+// getStatus returns audit_status.enabled (0 off, 1 on, 2 locked on),
+// .lost (records the kernel dropped) and .backlog_limit.
+func getStatus() (enabled, lost, backlogLimit uint32, err error) {
+	reply, err := auditRequest(unix.AUDIT_GET, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if len(reply) < 28 {
+		return 0, 0, 0, fmt.Errorf("%w: short AUDIT_GET reply (%d bytes)", ErrUnavailable, len(reply))
+	}
+	u32 := func(off int) uint32 { return binary.NativeEndian.Uint32(reply[off : off+4]) }
+	return u32(4), u32(24), u32(20), nil
+}
+
+func setAuditEnabled(v uint32) error {
+	if err := setStatus(auditStatus{Mask: auditStatusEnabled, Enabled: v}); err != nil {
+		return fmt.Errorf("set audit enabled=%d: %w", v, err)
+	}
+	return nil
+}
+
+// setStatus sends AUDIT_SET; only the fields named in st.Mask change.
+func setStatus(st auditStatus) error {
+	payload := unsafe.Slice((*byte)(unsafe.Pointer(&st)), unsafe.Sizeof(st))
+	_, err := auditRequest(unix.AUDIT_SET, payload)
+	return err
+}
+
+// auditRequest sends one request on a fresh unicast socket and returns
+// the payload of the reply of the same type (AUDIT_GET), or nil after a
+// successful ack (AUDIT_SET).
+func auditRequest(typ uint16, payload []byte) ([]byte, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: netlink audit socket: %v", ErrUnavailable, err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(time.Second.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("%w: bind netlink audit socket: %v", ErrUnavailable, err)
+	}
+	msg := make([]byte, unix.NLMSG_HDRLEN+len(payload))
+	binary.NativeEndian.PutUint32(msg[0:4], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:6], typ)
+	// AUDIT_GET's reply is sent from a kernel thread and may arrive after
+	// an ack, so only AUDIT_SET asks for one.
+	flags := uint16(unix.NLM_F_REQUEST)
+	if typ != unix.AUDIT_GET {
+		flags |= unix.NLM_F_ACK
+	}
+	binary.NativeEndian.PutUint16(msg[6:8], flags)
+	binary.NativeEndian.PutUint32(msg[8:12], 1)
+	copy(msg[unix.NLMSG_HDRLEN:], payload)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("%w: send audit request %d: %v", ErrUnavailable, typ, err)
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%w: audit request %d: %v", ErrUnavailable, typ, err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, fmt.Errorf("audit request %d: %w", typ, err)
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.NLMSG_ERROR:
+				if len(m.Data) < 4 {
+					return nil, fmt.Errorf("audit request %d: short netlink error", typ)
+				}
+				if errno := int32(binary.NativeEndian.Uint32(m.Data[0:4])); errno != 0 {
+					err := unix.Errno(-errno)
+					if err == unix.EPERM || err == unix.EACCES {
+						return nil, fmt.Errorf("%w: audit request %d (needs CAP_AUDIT_CONTROL): %v", ErrUnavailable, typ, err)
+					}
+					return nil, fmt.Errorf("audit request %d: %w", typ, err)
+				}
+				return nil, nil
+			case typ:
+				return append([]byte(nil), m.Data...), nil
+			}
+		}
+	}
+}

@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * net.c: cgroup network enforcement for oxsupervise sessions (DESIGN §4).
+ *
+ * Every program is attached once, on the sessions' parent cgroup, and finds
+ * its session by cgroup id (of the task's group or an ancestor); a task
+ * outside every session is never affected. The socket hooks (connect, sendmsg, sock_create) decide;
+ * the cgroup_skb/egress floor re-checks every packet so that a path the
+ * socket hooks do not see still cannot reach a refused destination.
+ *
+ * Only UAPI types are used (bpf_sock_addr, bpf_sock, __sk_buff), so the
+ * object needs no BTF of the running kernel and no CO-RE.
+ */
+#include <stdbool.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "net.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
+#define SOCK_RAW 3
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_ICMP 1
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define IPPROTO_ICMPV6_ 58
+#define DNS_PORT 53
+/* How many covering prefixes one lookup may visit. Rules nest rarely more
+ * than two or three deep; hitting the bound refuses (fail closed). */
+#define MAX_PREFIX_WALK 8
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct net_session);
+} net_sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct net_allow_key);
+	__type(value, struct net_allow_val);
+} net_allow SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct net_bound_key);
+	__type(value, struct net_bound_val);
+} net_bound SEC(".maps");
+
+/* Which net_bound entry a socket created, so its release can delete it
+ * (sock_release programs cannot read the socket's port). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct net_bound_key);
+} net_bound_by_cookie SEC(".maps");
+
+/* Per-socket state: where the socket was allowed to connect (the floor
+ * lets that flow pass after an allow entry expires, so open connections
+ * survive), and the original DNS server of a redirected query (recvmsg
+ * rewrites the reply's source back to it). */
+struct net_sk_info {
+	__u32 allowed_addr[4];
+	__u32 orig_addr[4];
+	__u16 allowed_port;
+	__u16 orig_port;
+	__u8 allowed;
+	__u8 redirected;
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct net_sk_info);
+} net_sk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} net_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} net_events_lost SEC(".maps");
+
+/* Force the event struct into BTF so bpf2go emits a Go type for it. */
+const struct net_event *unused_net_event __attribute__((unused));
+
+/* The deepest cgroup level searched for a session: sessions live a few
+ * levels below the root; deeper levels are groups a session created
+ * inside itself, which stay bound by the session's rules. */
+#define MAX_CGROUP_LEVEL 16
+
+/* current_session finds the session of the current task: the shallowest
+ * ancestor (or the group itself) that is a session. Looking only at the
+ * task's own group would let a session escape by creating a child group. */
+static __always_inline struct net_session *current_session(__u64 *cgid)
+{
+	for (int level = 1; level < MAX_CGROUP_LEVEL; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (id == 0)
+			return 0;
+		struct net_session *s = bpf_map_lookup_elem(&net_sessions, &id);
+		if (s) {
+			*cgid = id;
+			return s;
+		}
+	}
+	return 0;
+}
+
+/* skb_session is current_session for the cgroup of the packet's socket. */
+static __always_inline struct net_session *skb_session(struct __sk_buff *skb, __u64 *cgid)
+{
+	for (int level = 1; level < MAX_CGROUP_LEVEL; level++) {
+		__u64 id = bpf_skb_ancestor_cgroup_id(skb, level);
+		if (id == 0)
+			return 0;
+		struct net_session *s = bpf_map_lookup_elem(&net_sessions, &id);
+		if (s) {
+			*cgid = id;
+			return s;
+		}
+	}
+	return 0;
+}
+
+static __always_inline void emit(__u8 op, __u8 reason, __u64 cgid, const __u32 addr[4],
+				 __u16 port, __u8 family, __u8 protocol, __u16 sock_type,
+				 bool task)
+{
+	struct net_event *e = bpf_ringbuf_reserve(&net_events, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&net_events_lost, &zero);
+		if (lost)
+			(*lost)++;
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->time_ns = bpf_ktime_get_boot_ns();
+	e->cgid = cgid;
+	if (task) {
+		__u64 pt = bpf_get_current_pid_tgid();
+		e->pid = pt >> 32;
+		e->tid = (__u32)pt;
+		e->uid = (__u32)bpf_get_current_uid_gid();
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	}
+	e->op = op;
+	e->reason = reason;
+	e->family = family;
+	e->protocol = protocol;
+	__builtin_memcpy(e->addr, addr, 16);
+	e->port = port;
+	e->sock_type = sock_type;
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline bool is_v4mapped(const __u32 a[4])
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff);
+}
+
+static __always_inline bool is_loopback(const __u32 a[4])
+{
+	if (is_v4mapped(a)) {
+		__u32 v4 = bpf_ntohl(a[3]);
+		return (v4 >> 24) == 127 || v4 == 0;
+	}
+	return a[0] == 0 && a[1] == 0 && a[2] == 0 && (a[3] == bpf_htonl(1) || a[3] == 0);
+}
+
+/* guarded_prefixlen returns the key prefixlen an allow entry must reach to
+ * admit a metadata or link-local address ("listed explicitly"), 0 for
+ * ordinary addresses. */
+static __always_inline __u32 guarded_prefixlen(const __u32 a[4])
+{
+	if (is_v4mapped(a)) {
+		if ((bpf_ntohl(a[3]) >> 16) == 0xa9fe) /* 169.254.0.0/16 */
+			return 64 + 96 + 16;
+		return 0;
+	}
+	if ((bpf_ntohl(a[0]) & 0xffc00000) == 0xfe800000) /* fe80::/10 */
+		return 64 + 10;
+	if (a[0] == bpf_htonl(0xfd000ec2) && a[1] == 0 && a[2] == 0 &&
+	    a[3] == bpf_htonl(0x254)) /* fd00:ec2::254 */
+		return 64 + 128;
+	return 0;
+}
+
+/* allow_lookup walks the covering allow entries from the longest prefix
+ * down; it returns 0 when one admits the port now, else a reason. */
+static __always_inline __u8 allow_lookup(__u64 cgid, const __u32 a[4], __u16 port,
+					 __u32 min_prefixlen)
+{
+	struct net_allow_key key = {};
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u8 reason = NET_REASON_NOT_ALLOWED;
+
+	key.prefixlen = 64 + 128;
+	key.cgid_hi = bpf_htonl(cgid >> 32);
+	key.cgid_lo = bpf_htonl((__u32)cgid);
+	__builtin_memcpy(key.addr, a, 16);
+
+	for (int depth = 0; depth < MAX_PREFIX_WALK; depth++) {
+		struct net_allow_val *v = bpf_map_lookup_elem(&net_allow, &key);
+		if (!v)
+			return reason;
+		if (v->prefixlen < min_prefixlen)
+			return NET_REASON_GUARDED;
+		for (int i = 0; i < NET_MAX_RANGES; i++) {
+			if (i >= v->nranges)
+				break;
+			struct net_port_range *r = &v->ranges[i];
+			if (port < r->first || port > r->last) {
+				if (reason == NET_REASON_NOT_ALLOWED)
+					reason = NET_REASON_PORT;
+				continue;
+			}
+			if (r->expires_ns != 0 && now >= r->expires_ns) {
+				reason = NET_REASON_EXPIRED;
+				continue;
+			}
+			return 0;
+		}
+		if (v->prefixlen <= 64)
+			return reason;
+		key.prefixlen = v->prefixlen - 1;
+	}
+	return reason;
+}
+
+static __always_inline bool is_dns_listener(const struct net_session *s, const __u32 a[4],
+					    __u16 port, __u8 protocol)
+{
+	if (port == 0)
+		return false;
+	if (is_v4mapped(a) && a[3] == s->dns4_addr)
+		return protocol == IPPROTO_UDP ? port == s->dns4_udp_port
+					       : port == s->dns4_tcp_port;
+	if (a[0] == s->dns6_addr[0] && a[1] == s->dns6_addr[1] && a[2] == s->dns6_addr[2] &&
+	    a[3] == s->dns6_addr[3])
+		return protocol == IPPROTO_UDP ? port == s->dns6_udp_port
+					       : port == s->dns6_tcp_port;
+	return false;
+}
+
+/* judge returns 0 when the session may reach a:port over protocol. */
+static __always_inline __u8 judge(__u64 cgid, const struct net_session *s, const __u32 a[4],
+				  __u16 port, __u8 protocol)
+{
+	if (is_loopback(a)) {
+		if (is_dns_listener(s, a, port, protocol))
+			return 0;
+		if (s->loopback == NET_LOOPBACK_ALL)
+			return 0;
+		if (s->loopback == NET_LOOPBACK_SESSION) {
+			struct net_bound_key bk = {.port = port, .protocol = protocol};
+			struct net_bound_val *bv = bpf_map_lookup_elem(&net_bound, &bk);
+			if (bv && bv->cgid == cgid)
+				return 0;
+		}
+		return NET_REASON_LOOPBACK;
+	}
+	if (s->mode == NET_MODE_NONE)
+		return NET_REASON_POLICY_NONE;
+	__u32 guard = guarded_prefixlen(a);
+	if (s->mode == NET_MODE_FULL && guard == 0)
+		return 0;
+	__u8 reason = allow_lookup(cgid, a, port, guard);
+	if (guard && reason == NET_REASON_NOT_ALLOWED)
+		reason = NET_REASON_GUARDED;
+	return reason;
+}
+
+static __always_inline void load_addr(struct bpf_sock_addr *ctx, bool v6, __u32 a[4])
+{
+	if (v6) {
+		a[0] = ctx->user_ip6[0];
+		a[1] = ctx->user_ip6[1];
+		a[2] = ctx->user_ip6[2];
+		a[3] = ctx->user_ip6[3];
+	} else {
+		a[0] = 0;
+		a[1] = 0;
+		a[2] = bpf_htonl(0xffff);
+		a[3] = ctx->user_ip4;
+	}
+}
+
+static __always_inline void store_addr(struct bpf_sock_addr *ctx, bool v6, const __u32 a[4])
+{
+	if (v6) {
+		ctx->user_ip6[0] = a[0];
+		ctx->user_ip6[1] = a[1];
+		ctx->user_ip6[2] = a[2];
+		ctx->user_ip6[3] = a[3];
+	} else {
+		ctx->user_ip4 = a[3];
+	}
+}
+
+static __always_inline void remember_allowed(struct bpf_sock_addr *ctx, const __u32 a[4],
+					     __u16 port)
+{
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return;
+	struct net_sk_info *info =
+		bpf_sk_storage_get(&net_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!info)
+		return;
+	__builtin_memcpy(info->allowed_addr, a, 16);
+	info->allowed_port = port;
+	info->allowed = 1;
+}
+
+/* redirect_dns points a port-53 destination at the session's resolver and
+ * remembers the original server for recvmsg. */
+static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const struct net_session *s,
+					__u64 cgid, const __u32 a[4], bool v6, __u8 op)
+{
+	__u8 protocol = ctx->protocol;
+	__u32 to[4] = {0, 0, bpf_htonl(0xffff), s->dns4_addr};
+	__u16 port = protocol == IPPROTO_UDP ? s->dns4_udp_port : s->dns4_tcp_port;
+
+	/* An IPv6 socket goes to the IPv6 listener even for a mapped server:
+	 * an IPV6_V6ONLY socket cannot reach a mapped address. */
+	if (v6) {
+		__u16 port6 = protocol == IPPROTO_UDP ? s->dns6_udp_port : s->dns6_tcp_port;
+		if (port6 != 0) {
+			to[0] = s->dns6_addr[0];
+			to[1] = s->dns6_addr[1];
+			to[2] = s->dns6_addr[2];
+			to[3] = s->dns6_addr[3];
+			port = port6;
+		}
+	}
+	if (port == 0 || s->mode == NET_MODE_NONE) {
+		__u8 reason = s->mode == NET_MODE_NONE ? NET_REASON_POLICY_NONE : NET_REASON_DNS;
+		emit(op, reason, cgid, a, DNS_PORT, ctx->family, protocol, ctx->type, true);
+		return 0;
+	}
+
+	struct bpf_sock *sk = ctx->sk;
+	if (sk) {
+		struct net_sk_info *info =
+			bpf_sk_storage_get(&net_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (info) {
+			__builtin_memcpy(info->orig_addr, a, 16);
+			info->orig_port = DNS_PORT;
+			info->redirected = 1;
+			__builtin_memcpy(info->allowed_addr, to, 16);
+			info->allowed_port = port;
+			info->allowed = 1;
+		}
+	}
+	store_addr(ctx, v6, to);
+	ctx->user_port = bpf_htons(port);
+	return 1;
+}
+
+static __always_inline int on_sock_addr(struct bpf_sock_addr *ctx, bool v6, __u8 op)
+{
+	__u64 cgid;
+	struct net_session *s = current_session(&cgid);
+	if (!s)
+		return 1;
+
+	__u32 a[4];
+	load_addr(ctx, v6, a);
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	__u8 protocol = ctx->protocol;
+
+	if (port == DNS_PORT && s->mode != NET_MODE_FULL &&
+	    (protocol == IPPROTO_UDP || protocol == IPPROTO_TCP))
+		return redirect_dns(ctx, s, cgid, a, v6, op);
+
+	__u8 reason = judge(cgid, s, a, port, protocol);
+	if (reason) {
+		emit(op, reason, cgid, a, port, ctx->family, protocol, ctx->type, true);
+		return 0;
+	}
+	if (op == NET_OP_CONNECT)
+		remember_allowed(ctx, a, port);
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int net_connect4(struct bpf_sock_addr *ctx)
+{
+	return on_sock_addr(ctx, false, NET_OP_CONNECT);
+}
+
+SEC("cgroup/connect6")
+int net_connect6(struct bpf_sock_addr *ctx)
+{
+	return on_sock_addr(ctx, true, NET_OP_CONNECT);
+}
+
+SEC("cgroup/sendmsg4")
+int net_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return on_sock_addr(ctx, false, NET_OP_SENDMSG);
+}
+
+SEC("cgroup/sendmsg6")
+int net_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return on_sock_addr(ctx, true, NET_OP_SENDMSG);
+}
+
+/* A reply from the resolver must look like it came from the server the
+ * program asked, or stub resolvers drop it as spoofed. */
+static __always_inline int on_recvmsg(struct bpf_sock_addr *ctx, bool v6)
+{
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 1;
+	struct net_sk_info *info = bpf_sk_storage_get(&net_sk, sk, 0, 0);
+	if (!info || !info->redirected)
+		return 1;
+	__u32 a[4];
+	load_addr(ctx, v6, a);
+	if (bpf_ntohs((__u16)ctx->user_port) != info->allowed_port || a[0] != info->allowed_addr[0] ||
+	    a[1] != info->allowed_addr[1] || a[2] != info->allowed_addr[2] ||
+	    a[3] != info->allowed_addr[3])
+		return 1;
+	__u32 orig[4];
+	__builtin_memcpy(orig, info->orig_addr, 16);
+	store_addr(ctx, v6, orig);
+	ctx->user_port = bpf_htons(info->orig_port);
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int net_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return on_recvmsg(ctx, false);
+}
+
+SEC("cgroup/recvmsg6")
+int net_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return on_recvmsg(ctx, true);
+}
+
+SEC("cgroup/sock_create")
+int net_sock_create(struct bpf_sock *sk)
+{
+	__u64 cgid;
+	struct net_session *s = current_session(&cgid);
+	if (!s || s->mode == NET_MODE_FULL)
+		return 1;
+	/* Raw sockets forge any packet; ICMP ("ping") sockets carry data that
+	 * no port rule can describe. */
+	if (sk->type == SOCK_RAW || sk->protocol == IPPROTO_ICMP ||
+	    sk->protocol == IPPROTO_ICMPV6_) {
+		__u32 none[4] = {};
+		emit(NET_OP_SOCK_CREATE, NET_REASON_RAW_SOCKET, cgid, none, 0, sk->family,
+		     sk->protocol, sk->type, true);
+		return 0;
+	}
+	return 1;
+}
+
+static __always_inline int on_post_bind(struct bpf_sock *sk)
+{
+	__u64 cgid;
+	if (!current_session(&cgid))
+		return 1;
+	struct net_bound_key key = {.port = (__u16)sk->src_port, .protocol = sk->protocol};
+	struct net_bound_val val = {.cgid = cgid, .cookie = bpf_get_socket_cookie(sk)};
+	bpf_map_update_elem(&net_bound, &key, &val, BPF_ANY);
+	bpf_map_update_elem(&net_bound_by_cookie, &val.cookie, &key, BPF_ANY);
+	return 1;
+}
+
+SEC("cgroup/post_bind4")
+int net_post_bind4(struct bpf_sock *sk)
+{
+	return on_post_bind(sk);
+}
+
+SEC("cgroup/post_bind6")
+int net_post_bind6(struct bpf_sock *sk)
+{
+	return on_post_bind(sk);
+}
+
+SEC("cgroup/sock_release")
+int net_sock_release(struct bpf_sock *sk)
+{
+	__u64 cookie = bpf_get_socket_cookie(sk);
+	struct net_bound_key *key = bpf_map_lookup_elem(&net_bound_by_cookie, &cookie);
+	if (!key)
+		return 1;
+	struct net_bound_key k = *key;
+	struct net_bound_val *val = bpf_map_lookup_elem(&net_bound, &k);
+	if (val && val->cookie == cookie)
+		bpf_map_delete_elem(&net_bound, &k);
+	bpf_map_delete_elem(&net_bound_by_cookie, &cookie);
+	return 1;
+}
+
+SEC("cgroup_skb/egress")
+int net_egress_floor(struct __sk_buff *skb)
+{
+	__u64 cgid;
+	struct net_session *s = skb_session(skb, &cgid);
+	if (!s)
+		return 1;
+
+	__u32 a[4];
+	__u8 protocol;
+	__u32 l4;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		__u8 vihl;
+		__u32 daddr;
+		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) ||
+		    bpf_skb_load_bytes(skb, 9, &protocol, 1) ||
+		    bpf_skb_load_bytes(skb, 16, &daddr, 4))
+			return 0;
+		a[0] = 0;
+		a[1] = 0;
+		a[2] = bpf_htonl(0xffff);
+		a[3] = daddr;
+		l4 = (vihl & 0xf) * 4;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (bpf_skb_load_bytes(skb, 6, &protocol, 1) ||
+		    bpf_skb_load_bytes(skb, 24, a, 16))
+			return 0;
+		l4 = 40;
+	} else {
+		return 1;
+	}
+
+	if (protocol != IPPROTO_TCP && protocol != IPPROTO_UDP) {
+		if (s->mode == NET_MODE_FULL && guarded_prefixlen(a) == 0)
+			return 1;
+		if (is_loopback(a) && s->loopback == NET_LOOPBACK_ALL)
+			return 1;
+		emit(NET_OP_SKB_EGRESS, NET_REASON_PROTOCOL, cgid, a, 0, 0, protocol, 0, false);
+		return 0;
+	}
+
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, l4, ports, sizeof(ports)))
+		return 0;
+	__u16 sport = bpf_ntohs(ports[0]);
+	__u16 dport = bpf_ntohs(ports[1]);
+
+	struct bpf_sock *sk = skb->sk;
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (sk) {
+		struct net_sk_info *info = bpf_sk_storage_get(&net_sk, sk, 0, 0);
+		if (info && info->allowed && info->allowed_port == dport &&
+		    info->allowed_addr[0] == a[0] && info->allowed_addr[1] == a[1] &&
+		    info->allowed_addr[2] == a[2] && info->allowed_addr[3] == a[3])
+			return 1;
+	}
+	if (protocol == IPPROTO_TCP) {
+		/* Replies of a listener the session bound: accepted sockets are
+		 * never judged by connect. */
+		struct net_bound_key bk = {.port = sport, .protocol = IPPROTO_TCP};
+		struct net_bound_val *bv = bpf_map_lookup_elem(&net_bound, &bk);
+		if (bv && bv->cgid == cgid)
+			return 1;
+	}
+	__u8 reason = judge(cgid, s, a, dport, protocol);
+	if (!reason)
+		return 1;
+	emit(NET_OP_SKB_EGRESS, reason, cgid, a, dport, 0, protocol, 0, false);
+	return 0;
+}

@@ -1,0 +1,714 @@
+//go:build linux
+
+package cgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultTimeout bounds Freeze, Thaw, Kill, WaitEmpty and Remove when the
+// caller's context has no deadline, so a stuck kernel state surfaces as an
+// error instead of a hang.
+const DefaultTimeout = 10 * time.Second
+
+// FindMounts parses /proc/self/mountinfo.
+func FindMounts() (Mounts, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return Mounts{}, fmt.Errorf("find cgroup mounts: %w", err)
+	}
+	defer f.Close()
+	m, err := ParseMountinfo(f)
+	if err != nil {
+		return Mounts{}, fmt.Errorf("find cgroup mounts: %w", err)
+	}
+	return m, nil
+}
+
+// Cgroup2Mount returns the cgroup2 mount point, or an error wrapping
+// ErrNoCgroup2 that names the layout found instead.
+func Cgroup2Mount() (string, error) {
+	m, err := FindMounts()
+	if err != nil {
+		return "", err
+	}
+	if m.Cgroup2 == "" {
+		return "", fmt.Errorf("%w (cgroup layout: %s)", ErrNoCgroup2, m.Layout)
+	}
+	return m.Cgroup2, nil
+}
+
+// Controllers returns the controllers available in the cgroup2 group dir
+// (its cgroup.controllers); for the mount point these are the controllers
+// cgroup2 has at all.
+func Controllers(dir string) ([]string, error) {
+	return readWords(filepath.Join(dir, "cgroup.controllers"))
+}
+
+// SubtreeControl returns the controllers dir enables for its children.
+func SubtreeControl(dir string) ([]string, error) {
+	return readWords(filepath.Join(dir, "cgroup.subtree_control"))
+}
+
+// ID returns the cgroup id of the cgroup2 directory dir: its inode number,
+// which is what bpf_get_current_cgroup_id returns on 64-bit kernels.
+func ID(dir string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, fmt.Errorf("cgroup id of %s: %w", dir, err)
+	}
+	return st.Ino, nil
+}
+
+func (c Config) resolve() (mount, parent string, err error) {
+	mount, parent = c.Mount, c.Parent
+	if parent == "" {
+		parent = DefaultParent
+	}
+	if err := validateParent(parent); err != nil {
+		return "", "", err
+	}
+	if mount == "" {
+		if mount, err = Cgroup2Mount(); err != nil {
+			return "", "", err
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(mount, &st); err != nil {
+		return "", "", fmt.Errorf("cgroup2 mount %s: %w", mount, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return "", "", fmt.Errorf("%s is not a cgroup2 filesystem", mount)
+	}
+	return mount, filepath.Clean(parent), nil
+}
+
+// NewSession creates the session group <mount>/<parent>/<id>, which must not
+// exist yet, and applies limits where cgroup2 has the controller: it enables
+// the controller in every ancestor's cgroup.subtree_control from the mount
+// down to the parent, then writes the limit. Each limit it cannot apply is
+// returned in Group.Warnings, not as an error: the caller decides whether a
+// missing limit is fatal. On error nothing is left behind except the
+// (shared, empty) parent group.
+func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	mount, parent, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", id, err)
+	}
+	parentDir := filepath.Join(mount, parent)
+	if err := os.MkdirAll(parentDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create session parent group: %w", err)
+	}
+	g := &Group{ID: id, Path: filepath.Join(parentDir, id), mount: mount, rel: "/" + parent + "/" + id}
+	mgr, err := g.manager()
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", id, err)
+	}
+
+	type wanted struct {
+		controller, file string
+		value            int64
+		res              *cgroup2.Resources
+	}
+	var want []wanted
+	if limits.PidsMax > 0 {
+		want = append(want, wanted{"pids", "pids.max", limits.PidsMax, &cgroup2.Resources{Pids: &cgroup2.Pids{Max: limits.PidsMax}}})
+	}
+	if limits.MemoryMax > 0 {
+		memMax := limits.MemoryMax
+		want = append(want, wanted{"memory", "memory.max", memMax, &cgroup2.Resources{Memory: &cgroup2.Memory{Max: &memMax}}})
+	}
+
+	rootControllers, rootErr := mgr.RootControllers()
+	usable := want[:0:0]
+	for _, w := range want {
+		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
+		switch {
+		case rootErr != nil:
+			warn.Reason = fmt.Sprintf("cannot read the controllers of cgroup2: %v", rootErr)
+		case !slices.Contains(rootControllers, w.controller):
+			warn.Reason = fmt.Sprintf("%s controller not available in cgroup2 (%s offers: %s)",
+				w.controller, filepath.Join(mount, "cgroup.controllers"), wordsOrNone(rootControllers))
+		default:
+			// The library walks every ancestor of the session group below the mount.
+			if err := mgr.ToggleControllers([]string{w.controller}, cgroup2.Enable); err != nil {
+				warn.Reason = fmt.Sprintf("cannot enable the %s controller for session groups: %v", w.controller, err)
+			}
+		}
+		if warn.Reason != "" {
+			g.Warnings = append(g.Warnings, warn)
+			continue
+		}
+		usable = append(usable, w)
+	}
+
+	if err := os.Mkdir(g.Path, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create session %s: group %s already exists", id, g.Path)
+		}
+		return nil, fmt.Errorf("create session %s: %w", id, err)
+	}
+	if g.CgroupID, err = ID(g.Path); err != nil {
+		os.Remove(g.Path)
+		return nil, fmt.Errorf("create session %s: %w", id, err)
+	}
+
+	have, err := Controllers(g.Path)
+	for _, w := range usable {
+		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
+		switch {
+		case err != nil:
+			warn.Reason = fmt.Sprintf("cannot read the session group's controllers: %v", err)
+		case !slices.Contains(have, w.controller):
+			warn.Reason = fmt.Sprintf("%s controller not delegated to %s (its cgroup.controllers: %s)",
+				w.controller, g.Path, wordsOrNone(have))
+		default:
+			if uerr := mgr.Update(w.res); uerr != nil {
+				warn.Reason = fmt.Sprintf("write %s: %v", w.file, uerr)
+			}
+		}
+		if warn.Reason != "" {
+			g.Warnings = append(g.Warnings, warn)
+		}
+	}
+	return g, nil
+}
+
+// OpenSession returns the existing session group id.
+func OpenSession(cfg Config, id string) (*Group, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	mount, parent, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("open session %s: %w", id, err)
+	}
+	g := &Group{ID: id, Path: filepath.Join(mount, parent, id), mount: mount, rel: "/" + parent + "/" + id}
+	if g.CgroupID, err = ID(g.Path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open session %s: no such session (%s does not exist)", id, g.Path)
+		}
+		return nil, fmt.Errorf("open session %s: %w", id, err)
+	}
+	return g, nil
+}
+
+// ListSessions returns the ids of the session groups under the parent.
+func ListSessions(cfg Config) ([]string, error) {
+	mount, parent, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	entries, err := os.ReadDir(filepath.Join(mount, parent))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && ValidateSessionID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+func (g *Group) manager() (*cgroup2.Manager, error) {
+	return cgroup2.Load(g.rel, cgroup2.WithMountpoint(g.mount))
+}
+
+// OpenFD opens the group directory as an O_PATH descriptor for
+// syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}: clone3 with
+// CLONE_INTO_CGROUP starts the child already inside the group, so not one
+// instruction of it runs outside. The caller closes the file.
+func (g *Group) OpenFD() (*os.File, error) {
+	fd, err := unix.Open(g.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", g.Path, err)
+	}
+	return os.NewFile(uintptr(fd), g.Path), nil
+}
+
+// Type returns the group's cgroup.type: "domain", "threaded", "domain threaded"
+// or "domain invalid".
+func (g *Group) Type() (string, error) {
+	b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.type"))
+	if err != nil {
+		return "", fmt.Errorf("read cgroup type: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// AddProcess moves every thread of pid into the group by writing the pid to
+// cgroup.procs: the kernel migrates the whole thread group in one operation,
+// so no thread is left behind and none can be created outside meanwhile.
+// This holds for threaded groups too (measured on 6.1 and 6.18): there,
+// writing tids to cgroup.threads fails with EOPNOTSUPP for a thread coming
+// from outside the group's threaded subtree, so it is never the way in.
+func (g *Group) AddProcess(pid int) error {
+	if err := writeFile(filepath.Join(g.Path, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		return fmt.Errorf("move pid %d into %s: %w", pid, g.Path, err)
+	}
+	return nil
+}
+
+// AddThread writes one tid to cgroup.threads. The kernel accepts it only for
+// a threaded group and a thread already inside the same threaded subtree.
+func (g *Group) AddThread(tid int) error {
+	if err := writeFile(filepath.Join(g.Path, "cgroup.threads"), strconv.Itoa(tid)); err != nil {
+		return fmt.Errorf("move tid %d into %s: %w", tid, g.Path, err)
+	}
+	return nil
+}
+
+// Procs lists the processes in the group and its descendant groups. The
+// kernel refuses (EOPNOTSUPP) to list processes of a threaded group: use
+// Threads there.
+func (g *Group) Procs() ([]int, error) {
+	mgr, err := g.manager()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := mgr.Procs(true)
+	if err != nil {
+		return nil, fmt.Errorf("list processes of %s: %w", g.Path, err)
+	}
+	return toInts(ids), nil
+}
+
+// Threads lists the threads in the group and its descendant groups.
+func (g *Group) Threads() ([]int, error) {
+	mgr, err := g.manager()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := mgr.Threads(true)
+	if err != nil {
+		return nil, fmt.Errorf("list threads of %s: %w", g.Path, err)
+	}
+	return toInts(ids), nil
+}
+
+// Populated reports whether any live task is in the group or below it.
+func (g *Group) Populated() (bool, error) {
+	v, err := g.event("populated")
+	return v == 1, err
+}
+
+// Frozen reports whether the group is completely frozen.
+func (g *Group) Frozen() (bool, error) {
+	v, err := g.event("frozen")
+	return v == 1, err
+}
+
+// Freeze stops every task in the group (cgroup.freeze, kernel 5.2+) and waits
+// until cgroup.events reports "frozen 1".
+func (g *Group) Freeze(ctx context.Context) error {
+	if err := writeFile(filepath.Join(g.Path, "cgroup.freeze"), "1"); err != nil {
+		return fmt.Errorf("freeze %s: %w", g.Path, err)
+	}
+	if err := g.waitEvent(ctx, "frozen", 1); err != nil {
+		return fmt.Errorf("freeze %s: %w", g.Path, err)
+	}
+	return nil
+}
+
+// Thaw resumes the group and waits until cgroup.events reports "frozen 0".
+func (g *Group) Thaw(ctx context.Context) error {
+	if err := writeFile(filepath.Join(g.Path, "cgroup.freeze"), "0"); err != nil {
+		return fmt.Errorf("thaw %s: %w", g.Path, err)
+	}
+	if err := g.waitEvent(ctx, "frozen", 0); err != nil {
+		return fmt.Errorf("thaw %s: %w", g.Path, err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs every task in the group and below it, including those that
+// left the process tree (setsid, double fork), and waits until the group is
+// empty. It uses cgroup.kill (kernel 5.14+, domain groups); where that file
+// does not exist or the group is threaded it freezes the group, signals
+// every pid, thaws, and repeats until empty.
+func (g *Group) Kill(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if _, err := os.Stat(g.Path); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	err := writeFile(filepath.Join(g.Path, "cgroup.kill"), "1")
+	// No cgroup.kill before 5.14; threaded groups refuse it with EOPNOTSUPP.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.EOPNOTSUPP) {
+		return g.killBySignal(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", g.Path, err)
+	}
+	return g.WaitEmpty(ctx)
+}
+
+// killBySignal is Kill for kernels without cgroup.kill. Freezing first keeps
+// a task from forking a child we would miss between listing and signalling;
+// a frozen task still dies of SIGKILL once thawed.
+func (g *Group) killBySignal(ctx context.Context) error {
+	canFreeze := fileExists(filepath.Join(g.Path, "cgroup.freeze"))
+	for {
+		if canFreeze {
+			if err := g.Freeze(ctx); err != nil {
+				return fmt.Errorf("kill %s: %w", g.Path, err)
+			}
+		}
+		// Threads, not procs: cgroup.procs is unreadable in threaded groups,
+		// and SIGKILL sent to any thread kills its whole process.
+		tids, err := g.Threads()
+		if err != nil {
+			return fmt.Errorf("kill %s: %w", g.Path, err)
+		}
+		for _, tid := range tids {
+			if err := unix.Kill(tid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("kill %s: tid %d: %w", g.Path, tid, err)
+			}
+		}
+		if canFreeze {
+			if err := g.Thaw(ctx); err != nil {
+				return fmt.Errorf("kill %s: %w", g.Path, err)
+			}
+		}
+		if err := g.waitEvent(ctx, "populated", 0); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("kill %s: %w", g.Path, err)
+		}
+	}
+}
+
+// WaitEmpty waits until cgroup.events reports "populated 0".
+func (g *Group) WaitEmpty(ctx context.Context) error {
+	if err := g.waitEvent(ctx, "populated", 0); err != nil {
+		return fmt.Errorf("wait for %s to empty: %w", g.Path, err)
+	}
+	return nil
+}
+
+// Remove deletes the group and any groups below it. The group must be empty
+// (Kill it first).
+func (g *Group) Remove(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	populated, err := g.Populated()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", g.Path, err)
+	}
+	if populated {
+		return fmt.Errorf("remove %s: the group still has processes (Kill it first)", g.Path)
+	}
+	var dirs []string
+	err = filepath.WalkDir(g.Path, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", g.Path, err)
+	}
+	// Deepest first: a cgroup with child groups cannot be removed.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := rmdirRetry(ctx, dirs[i]); err != nil {
+			return fmt.Errorf("remove %s: %w", g.Path, err)
+		}
+	}
+	return nil
+}
+
+// rmdirRetry retries EBUSY: a group whose last task just exited can stay busy
+// for a moment while the kernel finishes the exit.
+func rmdirRetry(ctx context.Context, dir string) error {
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("rmdir %s: %w", dir, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rmdir %s: %w (still busy: %v)", dir, err, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (g *Group) event(key string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.events"))
+	if err != nil {
+		return 0, fmt.Errorf("read cgroup.events: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if ok && k == key {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, fmt.Errorf("cgroup.events %s: %w", key, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("cgroup.events of %s has no %q entry (kernel too old?)", g.Path, key)
+}
+
+// waitEvent polls cgroup.events until key has value want.
+func (g *Group) waitEvent(ctx context.Context, key string, want int) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	delay := time.Millisecond
+	for {
+		got, err := g.event(key)
+		if err != nil {
+			return err
+		}
+		if got == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cgroup.events %s is still %d, want %d: %w", key, got, want, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 20*time.Millisecond)
+	}
+}
+
+// CgroupOf returns pid's cgroup2 path (the "0::" line of /proc/PID/cgroup),
+// relative to the cgroup2 root, e.g. "/oxsupervise/s1". Inside a cgroup
+// namespace the path is relative to the namespace's root.
+func CgroupOf(pid int) (string, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", fmt.Errorf("cgroup of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if path, ok := strings.CutPrefix(sc.Text(), "0::"); ok {
+			return path, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("cgroup of pid %d: %w", pid, err)
+	}
+	return "", fmt.Errorf("cgroup of pid %d: %w (no 0:: line in /proc/%d/cgroup)", pid, ErrNoCgroup2, pid)
+}
+
+// SessionOf returns the id of the session pid lives in, and false when pid is
+// not under the session parent.
+func SessionOf(cfg Config, pid int) (string, bool, error) {
+	parent := cfg.Parent
+	if parent == "" {
+		parent = DefaultParent
+	}
+	if err := validateParent(parent); err != nil {
+		return "", false, err
+	}
+	path, err := CgroupOf(pid)
+	if err != nil {
+		return "", false, err
+	}
+	rest, ok := strings.CutPrefix(path, "/"+filepath.Clean(parent)+"/")
+	if !ok {
+		return "", false, nil
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if ValidateSessionID(id) != nil {
+		return "", false, nil
+	}
+	return id, true, nil
+}
+
+// Tasks lists the thread ids of pid.
+func Tasks(pid int) ([]int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("threads of pid %d: %w", pid, err)
+	}
+	return numericNames(entries), nil
+}
+
+// Children lists the direct children of pid, forked by any of its threads.
+// It reads /proc/PID/task/TID/children; on kernels built without
+// CONFIG_PROC_CHILDREN it scans every /proc/PID/stat for the parent pid.
+func Children(pid int) ([]int, error) {
+	tids, err := Tasks(pid)
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, tid))
+		if errors.Is(err, fs.ErrNotExist) {
+			if !fileExists(fmt.Sprintf("/proc/%d/task/%d", pid, tid)) {
+				continue // the thread exited while we listed
+			}
+			return childrenByScan(pid)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("children of pid %d: %w", pid, err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, n)
+			}
+		}
+	}
+	slices.Sort(kids)
+	return slices.Compact(kids), nil
+}
+
+func childrenByScan(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("children of pid %d: %w", pid, err)
+	}
+	var kids []int
+	for _, p := range numericNames(entries) {
+		if ppid, err := parentOf(p); err == nil && ppid == pid {
+			kids = append(kids, p)
+		}
+	}
+	return kids, nil
+}
+
+// parentOf reads the ppid from /proc/PID/stat; comm may hold spaces and ')'.
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+	}
+	return strconv.Atoi(fields[1])
+}
+
+// Descendants lists every descendant of pid (not pid itself), breadth first.
+// Processes that exit while it walks are skipped. It is one snapshot: callers
+// that need completeness against concurrent forks freeze the group and
+// re-scan until the set stops growing.
+func Descendants(pid int) ([]int, error) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return nil, fmt.Errorf("descendants of pid %d: %w", pid, err)
+	}
+	seen := map[int]bool{pid: true}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		kids, err := Children(p)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kids {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+				queue = append(queue, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+func numericNames(entries []os.DirEntry) []int {
+	var out []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// writeFile writes to an existing kernel file without O_CREAT/O_TRUNC.
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(value)
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+func readWords(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return strings.Fields(string(b)), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func wordsOrNone(w []string) string {
+	if len(w) == 0 {
+		return "none"
+	}
+	return strings.Join(w, " ")
+}
+
+func toInts(ids []uint64) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+func cmdAttach(ctx context.Context, s streams, args []string) int {
+	fs := pflag.NewFlagSet("attach", pflag.ContinueOnError)
+	fs.SetOutput(s.err)
+	pf := policy.RegisterFlags(fs)
+	pid := fs.Int("pid", 0, "process to confine, with all its descendants")
+	allowOther := fs.Bool("allow-other-user", false, "as root: confine a process that belongs to another user")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise attach --pid N [policy flags] [--allow-other-user]")
+		fs.PrintDefaults()
+	}
+	if code, done := parseVerbFlags(fs, s, "attach", args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "oxsupervise attach: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if !fs.Changed("pid") {
+		fmt.Fprintln(s.err, "oxsupervise attach: --pid is required")
+		return exitUsage
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(s.err, "oxsupervise attach: boundary not built: standalone attach needs root (run it with sudo)")
+		return exitNoBoundary
+	}
+	caller := os.Getuid()
+	if v := os.Getenv("SUDO_UID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintf(s.err, "oxsupervise attach: SUDO_UID=%q is not a uid\n", v)
+			return exitUsage
+		}
+		caller = n
+	}
+	t, err := resolveTarget(strconv.Itoa(caller))
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
+		return exitUsage
+	}
+	c, err := loadPolicy(s, pf, t)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise attach: policy: %v\n", err)
+		return exitUsage
+	}
+	e, err := session.Attach(ctx, session.AttachOptions{
+		PID: *pid, Policy: c, CallerUID: caller, AllowOtherUser: *allowOther,
+		Warn:        s.err,
+		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+	})
+	var be *session.BoundaryError
+	switch {
+	case errors.As(err, &be):
+		fmt.Fprintf(s.err, "oxsupervise attach: boundary not built: %v; nothing was moved\n", be)
+		return exitNoBoundary
+	case err != nil:
+		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintln(s.out, e.ID)
+	return exitOK
+}

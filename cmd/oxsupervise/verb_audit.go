@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/audit"
+)
+
+func cmdAudit(ctx context.Context, s streams, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(s.err, "usage: oxsupervise audit tail [flags]")
+		return exitUsage
+	}
+	switch args[0] {
+	case "tail":
+		return cmdAuditTail(ctx, s, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintln(s.out, "usage: oxsupervise audit tail [flags]\n\nRun 'oxsupervise audit tail --help' for its flags.")
+		return exitOK
+	}
+	fmt.Fprintf(s.err, "oxsupervise audit: unknown subcommand %q (want tail)\n", args[0])
+	return exitUsage
+}
+
+func cmdAuditTail(ctx context.Context, s streams, args []string) int {
+	fs := pflag.NewFlagSet("audit tail", pflag.ContinueOnError)
+	fs.SetOutput(s.err)
+	follow := fs.BoolP("follow", "f", false, "keep printing records as they are written, across log rotation")
+	session := fs.String("session", "", "only records of this session id")
+	pid := fs.Int("pid", 0, "only records of this process id")
+	op := fs.String("op", "", "only records whose event.action is OP (open, unlink, connect, dns, session_start, ...)")
+	since := fs.String("since", "", "only records newer than DURATION ago (e.g. 10m) or an RFC 3339 time; also reads rotated files")
+	asJSON := fs.Bool("json", false, "print the records' JSON lines instead of aligned columns")
+	logPath := fs.String("audit-log", audit.DefaultPath, "audit log to read")
+	fs.Usage = func() {
+		fmt.Fprintln(s.err, "usage: oxsupervise audit tail [-f] [--session ID] [--pid N] [--op OP] [--since DURATION] [--json] [--audit-log PATH]")
+		fmt.Fprintln(s.err, "\nWithout -f, prints every matching record of the log, rotated files included.")
+		fmt.Fprintln(s.err, "With -f, prints the live file's records (and rotated ones when --since is given), then follows.")
+		fmt.Fprintln(s.err)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(s.err, "oxsupervise audit tail: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "oxsupervise audit tail: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *pid < 0 {
+		fmt.Fprintf(s.err, "oxsupervise audit tail: --pid %d is not a process id\n", *pid)
+		return exitUsage
+	}
+	filter := audit.Filter{Session: *session, PID: *pid, Op: *op}
+	if *since != "" {
+		t, err := parseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintf(s.err, "oxsupervise audit tail: --since: %v\n", err)
+			return exitUsage
+		}
+		filter.Since = t
+	}
+	if _, err := os.Stat(*logPath); err != nil {
+		fmt.Fprintf(s.err, "oxsupervise audit tail: cannot read the audit log: %v\n", err)
+		return exitFail
+	}
+
+	human := audit.HumanOptions{Colour: !*asJSON && isTerminal(s.out), Location: time.Local}
+	opts := audit.TailOptions{
+		Follow:  *follow,
+		History: !*follow || *since != "",
+		OnError: func(err error) { fmt.Fprintf(s.err, "oxsupervise audit tail: warning: %v\n", err) },
+	}
+	var out []byte
+	err := audit.Tail(ctx, *logPath, opts, func(r audit.Record, line []byte) error {
+		if !filter.Match(&r) {
+			return nil
+		}
+		out = out[:0]
+		if *asJSON {
+			out = append(out, line...)
+		} else {
+			out = append(out, audit.FormatHuman(&r, human)...)
+		}
+		out = append(out, '\n')
+		_, err := s.out.Write(out)
+		return err
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(s.err, "oxsupervise audit tail: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// parseSince accepts a duration before now ("90s", "2h") or an absolute
+// RFC 3339 time.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("duration %q is negative", v)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a duration (10m, 2h) nor an RFC 3339 time", v)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	if os.Getenv("NO_COLOR") != "" { // https://no-color.org
+		return false
+	}
+	return isatty.IsTerminal(f.Fd())
+}

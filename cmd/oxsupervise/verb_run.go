@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// target is the user a session's command runs as.
+type target struct {
+	uid, gid int
+	groups   []int
+	name     string
+	home     string
+	// switched is true when the command runs as someone else than the
+	// supervisor (sudo, --user).
+	switched bool
+}
+
+// resolveTarget picks --user, else the sudo caller (SUDO_UID), else the
+// current user.
+func resolveTarget(flagUser string) (*target, error) {
+	spec := flagUser
+	if spec == "" {
+		spec = os.Getenv("SUDO_UID")
+	}
+	if spec == "" {
+		t := &target{uid: os.Getuid(), gid: os.Getgid()}
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("home directory: %w", err)
+		}
+		t.home = home
+		if u, err := user.LookupId(strconv.Itoa(t.uid)); err == nil {
+			t.name = u.Username
+		}
+		gids, _ := os.Getgroups()
+		t.groups = gids
+		return t, nil
+	}
+	var u *user.User
+	var err error
+	if _, nerr := strconv.Atoi(spec); nerr == nil {
+		u, err = user.LookupId(spec)
+	} else {
+		u, err = user.Lookup(spec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("user %q: %w", spec, err)
+	}
+	t := &target{name: u.Username, home: u.HomeDir, switched: true}
+	t.uid, _ = strconv.Atoi(u.Uid)
+	t.gid, _ = strconv.Atoi(u.Gid)
+	if flagUser == "" {
+		if g := os.Getenv("SUDO_GID"); g != "" {
+			if n, err := strconv.Atoi(g); err == nil {
+				t.gid = n
+			}
+		}
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("groups of user %s: %w", u.Username, err)
+	}
+	for _, id := range ids {
+		if n, err := strconv.Atoi(id); err == nil {
+			t.groups = append(t.groups, n)
+		}
+	}
+	return t, nil
+}
+
+// targetEnv is the caller's environment with the identity variables of the
+// target user when the command runs as someone else.
+func targetEnv(t *target) []string {
+	env := os.Environ()
+	if !t.switched {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		switch {
+		case hasName(kv, "HOME"), hasName(kv, "USER"), hasName(kv, "LOGNAME"), hasName(kv, "MAIL"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "HOME="+t.home, "USER="+t.name, "LOGNAME="+t.name)
+}
+
+func hasName(kv, name string) bool {
+	return len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '='
+}
+
+// loadPolicy compiles the policy for a session of t.
+func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error) {
+	ws := f.Workspace
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("current directory: %w", err)
+		}
+		ws = wd
+	}
+	c, _, err := policy.Load(policy.LoadOptions{
+		Home:      t.home,
+		Workspace: ws,
+		Flags:     f,
+		Warn:      s.err,
+	})
+	return c, err
+}
+
+func cmdRun(ctx context.Context, s streams, args []string) int {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(s.err)
+	fs.SetInterspersed(false)
+	pf := policy.RegisterFlags(fs)
+	userFlag := fs.String("user", "", "run the command as this user (name or uid; default: the sudo caller)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise run [policy flags] [--user USER] -- CMD [ARG...]")
+		fs.PrintDefaults()
+	}
+	if code, done := parseVerbFlags(fs, s, "run", args); done {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(s.err, "oxsupervise run: no command given (usage: oxsupervise run [flags] -- CMD [ARG...])")
+		return exitUsage
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo); nothing ran")
+		return exitNoBoundary
+	}
+	t, err := resolveTarget(*userFlag)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
+		return exitUsage
+	}
+	c, err := loadPolicy(s, pf, t)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
+		return exitUsage
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
+		return exitFail
+	}
+	code, err := session.Run(ctx, session.RunOptions{
+		Policy: c, Argv: argv, Env: targetEnv(t), Dir: wd,
+		UID: t.uid, GID: t.gid, Groups: t.groups,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Warn:        s.err,
+		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+	})
+	var be *session.BoundaryError
+	var ee *session.ExecError
+	switch {
+	case errors.As(err, &be):
+		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", be)
+		return exitNoBoundary
+	case errors.As(err, &ee):
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", ee)
+		return ee.Code
+	case err != nil:
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
+		return exitFail
+	}
+	return code
+}
+
+// parseVerbFlags parses args; done is true when the verb must return code
+// (--help printed to stdout, or a usage error explained on stderr).
+func parseVerbFlags(fs *pflag.FlagSet, s streams, verb string, args []string) (code int, done bool) {
+	// pflag prints the usage itself for --help, to the flag set's output.
+	fs.SetOutput(s.out)
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, pflag.ErrHelp):
+		return exitOK, true
+	default:
+		fmt.Fprintf(s.err, "oxsupervise %s: %v (see oxsupervise %s --help)\n", verb, err, verb)
+		return exitUsage, true
+	}
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+func cmdStop(ctx context.Context, s streams, args []string) int {
+	fs := pflag.NewFlagSet("stop", pflag.ContinueOnError)
+	fs.SetOutput(s.err)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise stop SESSION\n\nKill every process of SESSION and remove it (ids: oxsupervise sessions).")
+	}
+	if code, done := parseVerbFlags(fs, s, "stop", args); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(s.err, "oxsupervise stop: exactly one SESSION id expected (see `oxsupervise sessions`)")
+		return exitUsage
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(s.err, "oxsupervise stop: needs root (run it with sudo)")
+		return exitFail
+	}
+	if err := session.Stop(ctx, cgroup.Config{}, session.Registry{}, fs.Arg(0)); err != nil {
+		fmt.Fprintf(s.err, "oxsupervise stop: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

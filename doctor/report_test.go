@@ -1,0 +1,153 @@
+package doctor
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// synthetic builds a report as probes on an imagined machine would.
+func synthetic(root, bpfOK bool, bpfErrno string, lsms []string, landlockABI int, landlockErrno string, netOK bool) Report {
+	r := Report{SchemaVersion: SchemaVersion, OS: "linux", Root: root}
+	r.LSM.Active = lsms
+	r.BPFLSM = Probe{OK: bpfOK, Errno: bpfErrno}
+	if !bpfOK {
+		r.BPFLSM.Error = "bpf-lsm probe: failed"
+	}
+	r.Landlock.ABI = landlockABI
+	r.Landlock.OK = landlockABI > 0
+	r.Landlock.Errno = landlockErrno
+	r.Cgroup.Probe = Probe{OK: true}
+	r.Cgroup.Mount = "/sys/fs/cgroup"
+	r.CgroupSockAddr = Probe{OK: netOK}
+	r.Audit.Probe = Probe{OK: true}
+	r.Audit.Enabled = 1
+	r.decide()
+	return r
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name         string
+		report       Report
+		ok           bool
+		filesystem   string
+		attach       bool
+		fixContains  map[string]string // layer -> text its fix must contain
+		unenforcable []string
+	}{
+		{
+			name:       "everything",
+			report:     synthetic(true, true, "", []string{"capability", "landlock", "bpf"}, 7, "", true),
+			ok:         true,
+			filesystem: LayerBPFLSM,
+			attach:     true,
+		},
+		{
+			name:        "bpf not in lsm list",
+			report:      synthetic(true, false, "", []string{"lockdown", "capability", "landlock"}, 7, "", true),
+			ok:          true,
+			filesystem:  LayerLandlock,
+			fixContains: map[string]string{LayerBPFLSM: "lsm=lockdown,capability,landlock,bpf"},
+		},
+		{
+			name:        "bpf listed but EPERM",
+			report:      synthetic(true, false, "EPERM", []string{"capability", "landlock", "bpf"}, 7, "", true),
+			ok:          true,
+			filesystem:  LayerLandlock,
+			fixContains: map[string]string{LayerBPFLSM: "EPERM"},
+		},
+		{
+			name:         "landlock too old and no bpf",
+			report:       synthetic(true, false, "", []string{"capability", "landlock"}, 2, "", true),
+			ok:           false,
+			fixContains:  map[string]string{LayerLandlock: "6.2"},
+			unenforcable: []string{"read-only", "workspace-write"},
+		},
+		{
+			name:         "landlock disabled at boot",
+			report:       synthetic(true, false, "", []string{"capability"}, 0, "EOPNOTSUPP", true),
+			ok:           false,
+			fixContains:  map[string]string{LayerLandlock: "lsm=capability,landlock"},
+			unenforcable: []string{"read-only", "workspace-write"},
+		},
+		{
+			name:         "no network layer",
+			report:       synthetic(true, true, "", []string{"bpf"}, 7, "", false),
+			ok:           false,
+			filesystem:   LayerBPFLSM,
+			attach:       true,
+			unenforcable: []string{"read-only", "workspace-write", "external-sandbox"},
+		},
+		{
+			name:         "not root",
+			report:       synthetic(false, false, "EPERM", []string{"bpf"}, 7, "", false),
+			ok:           false,
+			filesystem:   LayerLandlock,
+			fixContains:  map[string]string{LayerBPFLSM: "as root", LayerCgroupNetwork: "as root"},
+			unenforcable: []string{"read-only", "workspace-write", "external-sandbox"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.report
+			if r.Verdict.OK != tt.ok || r.Verdict.Filesystem != tt.filesystem || r.Verdict.Attach != tt.attach {
+				t.Errorf("verdict %+v, want ok=%v filesystem=%q attach=%v", r.Verdict, tt.ok, tt.filesystem, tt.attach)
+			}
+			for _, l := range r.Layers {
+				want, ok := tt.fixContains[l.Name]
+				if ok && !strings.Contains(l.Fix, want) {
+					t.Errorf("layer %s fix %q, want it to contain %q", l.Name, l.Fix, want)
+				}
+				if !l.Available && l.Fix == "" {
+					t.Errorf("layer %s is missing but has no fix", l.Name)
+				}
+			}
+			for _, m := range r.Modes {
+				wantNo := false
+				for _, name := range tt.unenforcable {
+					wantNo = wantNo || name == m.Name
+				}
+				if m.Enforceable == wantNo {
+					t.Errorf("mode %s enforceable=%v, want %v (note %q)", m.Name, m.Enforceable, !wantNo, m.Note)
+				}
+			}
+			var text bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			wantVerdict := "verdict  FAIL"
+			if tt.ok {
+				wantVerdict = "verdict  OK"
+			}
+			if !strings.Contains(text.String(), wantVerdict) {
+				t.Errorf("text output lacks %q:\n%s", wantVerdict, text.String())
+			}
+		})
+	}
+}
+
+// TestJSONFieldNames pins the documented JSON field names.
+func TestJSONFieldNames(t *testing.T) {
+	r := synthetic(true, false, "EPERM", []string{"bpf"}, 7, "", true)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"schema_version", "os", "root", "kernel", "lsm", "bpf_lsm", "landlock", "cgroup2",
+		"btf", "cgroup_sock_addr", "audit", "layers", "modes", "verdict"} {
+		if _, ok := m[key]; !ok {
+			t.Errorf("JSON report lacks %q: %s", key, b)
+		}
+	}
+	var probe map[string]any
+	json.Unmarshal(m["bpf_lsm"], &probe)
+	if probe["ok"] != false || probe["errno"] != "EPERM" {
+		t.Errorf("bpf_lsm = %v, want ok=false errno=EPERM", probe)
+	}
+}

@@ -1,0 +1,98 @@
+//go:build linux
+
+package egress
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// BenchmarkConnectLatency measures connect()+close() to a loopback
+// listener from a process outside the parent group (no program runs), from
+// a group under the parent that is not a session (programs run, find no
+// session), and from a session (full judgement), and reports the ratios.
+func BenchmarkConnectLatency(b *testing.B) {
+	f := newFixture(b, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	target := ln.Addr().String()
+	plain := f.group(b, nil)
+	sess := f.group(b, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackAll})
+	n := strconv.Itoa(max(b.N, 200))
+	measure := func(g *testGroup) float64 {
+		r := run(b, g, "bench-connect", target, n)
+		if r.Errno != "" {
+			b.Fatalf("bench-connect: %s", r.Err)
+		}
+		ns, err := strconv.ParseFloat(r.Extra, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ns
+	}
+	// Interleave rounds and keep each mode's best, so load from other
+	// processes on the machine skews all three alike.
+	base, nonSession, session := 1e18, 1e18, 1e18
+	b.ResetTimer()
+	for round := 0; round < 5; round++ {
+		base = min(base, measure(nil))
+		nonSession = min(nonSession, measure(plain))
+		session = min(session, measure(sess))
+	}
+	b.StopTimer()
+	b.ReportMetric(base, "baseline-ns/connect")
+	b.ReportMetric(session, "session-ns/connect")
+	b.ReportMetric(nonSession/base, "non-session/baseline")
+	b.ReportMetric(session/base, "session/baseline")
+}
+
+// BenchmarkResolverLatency compares a query answered by the upstream
+// directly with the same query through a session's resolver (policy match,
+// forward, rebinding check, trie write).
+func BenchmarkResolverLatency(b *testing.B) {
+	upstream := testZone(b)
+	f := newFixture(b, Config{Resolver: ResolverConfig{Upstream: []string{upstream}}})
+	g := f.group(b, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Host: "example.test"}}})
+	f.enf.mu.Lock()
+	resolver := f.enf.sessions[g.id].dns.Addrs().UDP4.String()
+	f.enf.mu.Unlock()
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	q := new(dns.Msg)
+	q.SetQuestion("example.test.", dns.TypeA)
+	measure := func(server string) float64 {
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			m, _, err := c.Exchange(q, server)
+			if err != nil || len(m.Answer) != 1 {
+				b.Fatalf("query %s: %v %v", server, err, m)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	}
+	b.ResetTimer()
+	direct := measure(upstream)
+	via := measure(resolver)
+	b.StopTimer()
+	b.ReportMetric(direct, "upstream-ns/query")
+	b.ReportMetric(via, "resolver-ns/query")
+	b.ReportMetric(via/direct, "resolver/upstream")
+}

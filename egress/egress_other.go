@@ -1,0 +1,36 @@
+//go:build !linux
+
+package egress
+
+import (
+	"errors"
+	"time"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+var errUnsupported = errors.New("cgroup network enforcement is not supported on this OS")
+
+// Enforcer is the Linux cgroup BPF network enforcer; unavailable here.
+type Enforcer struct{}
+
+// Config configures an Enforcer.
+type Config struct {
+	Resolver ResolverConfig
+}
+
+// Attach always fails on this OS.
+func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) { return nil, errUnsupported }
+
+func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) error { return errUnsupported }
+func (e *Enforcer) RemoveSession(cgroupID uint64) error                { return errUnsupported }
+func (e *Enforcer) Close() error                                       { return nil }
+func (e *Enforcer) Events() (*EventReader, error)                      { return nil, errUnsupported }
+
+// EventReader reads kernel refusal events; unavailable here.
+type EventReader struct{}
+
+func (r *EventReader) Read() (Event, error)    { return Event{}, errUnsupported }
+func (r *EventReader) SetDeadline(t time.Time) {}
+func (r *EventReader) Lost() (uint64, error)   { return 0, errUnsupported }
+func (r *EventReader) Close() error            { return nil }

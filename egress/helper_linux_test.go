@@ -1,0 +1,285 @@
+//go:build linux
+
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// The tests re-execute their own binary as the process that runs inside a
+// session: helperEnv selects the operation, argsEnv carries its arguments.
+const (
+	helperEnv = "OXS_EGRESS_HELPER"
+	argsEnv   = "OXS_EGRESS_ARGS"
+)
+
+// helperResult is what a helper prints (one JSON line per step).
+type helperResult struct {
+	Errno string   `json:"errno,omitempty"` // "" for success, else e.g. "EPERM"
+	Err   string   `json:"err,omitempty"`   // full error text
+	Addrs []string `json:"addrs,omitempty"`
+	Extra string   `json:"extra,omitempty"`
+}
+
+func resultOf(err error) helperResult {
+	if err == nil {
+		return helperResult{}
+	}
+	r := helperResult{Err: err.Error(), Errno: "error"}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		r.Errno = unix.ErrnoName(errno)
+	}
+	return r
+}
+
+func runHelper(op string) int {
+	var args []string
+	if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
+		fmt.Fprintln(os.Stderr, "helper args:", err)
+		return 2
+	}
+	out := json.NewEncoder(os.Stdout)
+	emit := func(r helperResult) { out.Encode(r) }
+	switch op {
+	case "tcp":
+		c, err := net.DialTimeout("tcp", args[0], 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		emit(resultOf(err))
+	case "udp-connect":
+		c, err := net.Dial("udp", args[0])
+		if err == nil {
+			_, err = c.Write([]byte("x"))
+			c.Close()
+		}
+		emit(resultOf(err))
+	case "udp-sendto":
+		emit(resultOf(udpSendto(args[0])))
+	case "tfo":
+		emit(resultOf(tcpFastOpen(args[0])))
+	case "raw":
+		emit(resultOf(openSocket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)))
+	case "ping":
+		emit(resultOf(openSocket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)))
+	case "socketpair":
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err == nil {
+			_, err = unix.Write(fds[0], []byte("x"))
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		emit(resultOf(err))
+	case "listen-connect":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			emit(resultOf(err))
+			break
+		}
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		ln.Close()
+		emit(resultOf(err))
+	case "resolve-connect":
+		// args: name, port
+		addrs, err := lookup(args[0])
+		if err != nil {
+			r := resultOf(err)
+			r.Extra = "lookup"
+			emit(r)
+			break
+		}
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(addrs[0], args[1]), 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		r := resultOf(err)
+		r.Addrs = addrs
+		emit(r)
+	case "resolve-hold":
+		// args: name, port. Connects, reports, waits for a line on
+		// stdin, then reports the old connection's echo and a new connect.
+		addrs, err := lookup(args[0])
+		if err != nil {
+			r := resultOf(err)
+			r.Extra = "lookup"
+			emit(r)
+			break
+		}
+		target := net.JoinHostPort(addrs[0], args[1])
+		c, err := net.DialTimeout("tcp", target, 3*time.Second)
+		r := resultOf(err)
+		r.Addrs = addrs
+		emit(r)
+		if err != nil {
+			break
+		}
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		_, err = c.Write([]byte("ping\n"))
+		if err == nil {
+			_, err = bufio.NewReader(c).ReadString('\n')
+		}
+		emit(resultOf(err))
+		c2, err := net.DialTimeout("tcp", target, 3*time.Second)
+		if err == nil {
+			c2.Close()
+		}
+		emit(resultOf(err))
+	case "dns-sendto":
+		// args: server ip:port, name, "udp"|"udp4"|"udp6"|"tcp". Reports the answer's
+		// addresses and, for UDP, the source address the reply came from.
+		emit(dnsQuery(args[0], args[1], args[2]))
+	case "udp-socket-fd":
+		// Hands a UDP socket created here (in the session) to the parent
+		// over fd 3, the unix socket the test passed in.
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err == nil {
+			err = unix.Sendmsg(3, []byte("x"), unix.UnixRights(fd), nil, 0)
+		}
+		emit(resultOf(err))
+	case "bench-connect":
+		n, _ := strconv.Atoi(args[1])
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			c, err := net.Dial("tcp", args[0])
+			if err != nil {
+				emit(resultOf(err))
+				return 0
+			}
+			c.Close()
+		}
+		emit(helperResult{Extra: strconv.FormatInt(int64(time.Since(start))/int64(n), 10)})
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper op", op)
+		return 2
+	}
+	return 0
+}
+
+func lookup(name string) ([]string, error) {
+	r := &net.Resolver{PreferGo: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := r.LookupNetIP(ctx, "ip4", name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out, nil
+}
+
+func sockaddr(target string) (int, unix.Sockaddr, error) {
+	ap, err := netip.ParseAddrPort(target)
+	if err != nil {
+		return 0, nil, err
+	}
+	if ap.Addr().Is4() {
+		return unix.AF_INET, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}, nil
+	}
+	return unix.AF_INET6, &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}, nil
+}
+
+func udpSendto(target string) error {
+	family, sa, err := sockaddr(target)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("x"), 0, sa)
+}
+
+func tcpFastOpen(target string) error {
+	family, sa, err := sockaddr(target)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("GET / HTTP/1.0\r\n\r\n"), unix.MSG_FASTOPEN, sa)
+}
+
+func openSocket(family, typ, proto int) error {
+	fd, err := unix.Socket(family, typ, proto)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+func dnsQuery(server, name, network string) helperResult {
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	var (
+		m    *dns.Msg
+		from string
+		err  error
+	)
+	if network != "tcp" {
+		// Unconnected socket: sendmsg rewrites the destination, recvmsg
+		// must rewrite the reply's source back.
+		var pc net.PacketConn
+		pc, err = net.ListenPacket(network, ":0")
+		if err != nil {
+			return resultOf(err)
+		}
+		defer pc.Close()
+		var dst *net.UDPAddr
+		dst, err = net.ResolveUDPAddr("udp", server)
+		if err != nil {
+			return resultOf(err)
+		}
+		wire, _ := q.Pack()
+		if _, err = pc.WriteTo(wire, dst); err != nil {
+			return resultOf(err)
+		}
+		pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		n, src, rerr := pc.ReadFrom(buf)
+		if rerr != nil {
+			return resultOf(rerr)
+		}
+		from = src.String()
+		m = new(dns.Msg)
+		err = m.Unpack(buf[:n])
+	} else {
+		c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+		m, _, err = c.Exchange(q, server)
+	}
+	if err != nil {
+		return resultOf(err)
+	}
+	r := helperResult{Extra: dns.RcodeToString[m.Rcode] + " " + from}
+	for _, rr := range m.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			r.Addrs = append(r.Addrs, a.A.String())
+		}
+	}
+	return r
+}

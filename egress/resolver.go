@@ -1,0 +1,323 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// AdmitFunc makes addr reachable for a session on ports for ttl.
+type AdmitFunc func(cgroupID uint64, addr netip.Addr, ports []policy.PortRange, ttl time.Duration) error
+
+// ResolverConfig configures the resolver.
+type ResolverConfig struct {
+	// Upstream lists recursive resolvers as host:port. Empty means the
+	// nameservers of /etc/resolv.conf.
+	Upstream []string
+	// Timeout bounds one upstream exchange; 0 means 3s.
+	Timeout time.Duration
+	// OnRefusal, when set, receives every refused query (for audit).
+	OnRefusal func(DNSRefusal)
+}
+
+// Resolver answers a session's DNS for the names its policy allows and
+// admits the answers into the session's allow entries. Everything else is
+// REFUSED; when the upstream fails the answer is SERVFAIL, never an
+// unchecked address (fail closed).
+type Resolver struct {
+	cfg   ResolverConfig
+	admit AdmitFunc
+}
+
+// NewResolver returns a resolver that calls admit for every address it
+// answers with.
+func NewResolver(cfg ResolverConfig, admit AdmitFunc) *Resolver {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	return &Resolver{cfg: cfg, admit: admit}
+}
+
+// ResolverAddrs are a session resolver's listeners; IPv6 ones are invalid
+// when ::1 is unavailable.
+type ResolverAddrs struct {
+	UDP4, TCP4, UDP6, TCP6 netip.AddrPort
+}
+
+// SessionResolver serves one session's queries on its own loopback ports,
+// which is how it knows whose query it answers.
+type SessionResolver struct {
+	r        *Resolver
+	cgroupID uint64
+	net      policy.Network
+	addrs    ResolverAddrs
+	servers  []*dns.Server
+	wg       sync.WaitGroup
+}
+
+// Start opens the session's listeners on 127.0.0.1 (and ::1 when
+// available) at kernel-chosen ports and serves them until Close.
+func (r *Resolver) Start(cgroupID uint64, n policy.Network) (*SessionResolver, error) {
+	// Fail now, not at the first query, when there is no upstream.
+	if _, err := r.upstream(); err != nil {
+		return nil, err
+	}
+	s := &SessionResolver{r: r, cgroupID: cgroupID, net: n}
+	udp4, tcp4, err := listenPair("127.0.0.1")
+	if err != nil {
+		return nil, fmt.Errorf("start session resolver: %w", err)
+	}
+	s.serve(udp4, nil)
+	s.serve(nil, tcp4)
+	s.addrs.UDP4 = udp4.LocalAddr().(*net.UDPAddr).AddrPort()
+	s.addrs.TCP4 = tcp4.Addr().(*net.TCPAddr).AddrPort()
+	if udp6, tcp6, err := listenPair("::1"); err == nil {
+		s.serve(udp6, nil)
+		s.serve(nil, tcp6)
+		s.addrs.UDP6 = udp6.LocalAddr().(*net.UDPAddr).AddrPort()
+		s.addrs.TCP6 = tcp6.Addr().(*net.TCPAddr).AddrPort()
+	}
+	return s, nil
+}
+
+func listenPair(host string) (net.PacketConn, net.Listener, error) {
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen udp %s: %w", host, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		pc.Close()
+		return nil, nil, fmt.Errorf("listen tcp %s: %w", host, err)
+	}
+	return pc, ln, nil
+}
+
+func (s *SessionResolver) serve(pc net.PacketConn, ln net.Listener) {
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Listener: ln, Handler: s, NotifyStartedFunc: func() { close(started) }}
+	s.servers = append(s.servers, srv)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		srv.ActivateAndServe()
+	}()
+	// Shutdown before the server runs would leave its goroutine behind.
+	<-started
+}
+
+// Addrs returns the listeners the session's port-53 traffic is sent to.
+func (s *SessionResolver) Addrs() ResolverAddrs { return s.addrs }
+
+// Close stops the listeners.
+func (s *SessionResolver) Close() error {
+	var errs []error
+	for _, srv := range s.servers {
+		if err := srv.Shutdown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop session resolver: %w", err)
+	}
+	return nil
+}
+
+func (r *Resolver) upstream() ([]string, error) {
+	if len(r.cfg.Upstream) > 0 {
+		return r.cfg.Upstream, nil
+	}
+	cc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+	if err != nil {
+		return nil, fmt.Errorf("resolver upstream: %w", err)
+	}
+	if len(cc.Servers) == 0 {
+		return nil, fmt.Errorf("resolver upstream: no nameserver in /etc/resolv.conf")
+	}
+	out := make([]string, 0, len(cc.Servers))
+	for _, srv := range cc.Servers {
+		out = append(out, net.JoinHostPort(srv, cc.Port))
+	}
+	return out, nil
+}
+
+// ServeDNS answers one query of the session.
+func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	resp := new(dns.Msg)
+	resp.SetReply(req)
+	resp.RecursionAvailable = true
+	client, _ := netip.ParseAddrPort(w.RemoteAddr().String())
+	if req.Opcode != dns.OpcodeQuery || len(req.Question) != 1 {
+		resp.Rcode = dns.RcodeRefused
+		w.WriteMsg(resp)
+		return
+	}
+	q := req.Question[0]
+	name := normalizeName(q.Name)
+	refuse := func(reason string, addr netip.Addr) {
+		resp.Rcode = dns.RcodeRefused
+		resp.Answer = nil
+		if s.r.cfg.OnRefusal != nil {
+			s.r.cfg.OnRefusal(DNSRefusal{CgroupID: s.cgroupID, Name: name, Type: dns.TypeToString[q.Qtype],
+				Reason: reason, Address: addr, Client: client})
+		}
+		w.WriteMsg(resp)
+	}
+	ports, ok := matchHost(s.net.Allow, name)
+	if !ok || q.Qclass != dns.ClassINET {
+		refuse("not-allowed", netip.Addr{})
+		return
+	}
+	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA {
+		// An allowed name, but no record type that admits an address:
+		// answer "no data" instead of carrying arbitrary payloads.
+		w.WriteMsg(resp)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.r.cfg.Timeout)
+	defer cancel()
+	rcode, chain, err := s.r.resolve(ctx, q.Name, q.Qtype)
+	if err != nil {
+		resp.Rcode = dns.RcodeServerFailure
+		if s.r.cfg.OnRefusal != nil {
+			s.r.cfg.OnRefusal(DNSRefusal{CgroupID: s.cgroupID, Name: name, Type: dns.TypeToString[q.Qtype],
+				Reason: "upstream", Client: client})
+		}
+		w.WriteMsg(resp)
+		return
+	}
+	resp.Rcode = rcode
+	for _, rr := range chain {
+		if addr, ok := rrAddr(rr); ok {
+			if allowed, _ := rebindingAllowed(addr, s.net.Allow); !allowed {
+				refuse("rebinding", addr)
+				return
+			}
+		}
+	}
+	minTTL := time.Duration(s.net.MinTTLSeconds) * time.Second
+	for _, rr := range chain {
+		addr, ok := rrAddr(rr)
+		if !ok {
+			continue
+		}
+		ttl := max(time.Duration(rr.Header().Ttl)*time.Second, minTTL)
+		if err := s.r.admit(s.cgroupID, addr, ports, ttl); err != nil {
+			resp.Rcode = dns.RcodeServerFailure
+			resp.Answer = nil
+			w.WriteMsg(resp)
+			return
+		}
+	}
+	resp.Answer = chain
+	w.WriteMsg(resp)
+}
+
+func rrAddr(rr dns.RR) (netip.Addr, bool) {
+	switch v := rr.(type) {
+	case *dns.A:
+		a, ok := netip.AddrFromSlice(v.A.To4())
+		return a, ok
+	case *dns.AAAA:
+		a, ok := netip.AddrFromSlice(v.AAAA.To16())
+		return a, ok
+	}
+	return netip.Addr{}, false
+}
+
+// maxCNAMEHops bounds CNAME chasing (loops, long chains).
+const maxCNAMEHops = 8
+
+// resolve asks upstream for name/qtype and follows the CNAME chain,
+// returning the chain's CNAMEs and the final name's addresses of qtype.
+func (r *Resolver) resolve(ctx context.Context, name string, qtype uint16) (int, []dns.RR, error) {
+	upstream, err := r.upstream()
+	if err != nil {
+		return 0, nil, err
+	}
+	var chain []dns.RR
+	target := dns.Fqdn(name)
+	seen := map[string]bool{}
+	for hop := 0; hop < maxCNAMEHops; hop++ {
+		m, err := r.exchange(ctx, upstream, target, qtype)
+		if err != nil {
+			return 0, nil, err
+		}
+		if m.Rcode != dns.RcodeSuccess {
+			if m.Rcode == dns.RcodeNameError {
+				return dns.RcodeNameError, chain, nil
+			}
+			return 0, nil, fmt.Errorf("upstream answered %s for %s", dns.RcodeToString[m.Rcode], target)
+		}
+		// Walk the answer section along the chain as far as it goes.
+		for {
+			if seen[strings.ToLower(target)] {
+				return 0, nil, fmt.Errorf("CNAME loop at %s", target)
+			}
+			seen[strings.ToLower(target)] = true
+			var next string
+			var addrs []dns.RR
+			for _, rr := range m.Answer {
+				if !strings.EqualFold(rr.Header().Name, target) {
+					continue
+				}
+				switch v := rr.(type) {
+				case *dns.CNAME:
+					next = v.Target
+					chain = append(chain, rr)
+				case *dns.A, *dns.AAAA:
+					if rr.Header().Rrtype == qtype {
+						addrs = append(addrs, rr)
+					}
+				}
+			}
+			if len(addrs) > 0 || next == "" {
+				return dns.RcodeSuccess, append(chain, addrs...), nil
+			}
+			target = next
+			if !answerHas(m, target) {
+				break // ask upstream for the CNAME target
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("more than %d CNAME hops from %s", maxCNAMEHops, name)
+}
+
+func answerHas(m *dns.Msg, name string) bool {
+	for _, rr := range m.Answer {
+		if strings.EqualFold(rr.Header().Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Resolver) exchange(ctx context.Context, upstream []string, name string, qtype uint16) (*dns.Msg, error) {
+	q := new(dns.Msg)
+	q.SetQuestion(name, qtype)
+	q.RecursionDesired = true
+	var errs []error
+	for _, server := range upstream {
+		c := &dns.Client{Net: "udp", Timeout: r.cfg.Timeout}
+		m, _, err := c.ExchangeContext(ctx, q, server)
+		if err == nil && m.Truncated {
+			c.Net = "tcp"
+			m, _, err = c.ExchangeContext(ctx, q, server)
+		}
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", server, err))
+	}
+	return nil, fmt.Errorf("resolve %s: %w", name, errors.Join(errs...))
+}

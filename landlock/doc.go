@@ -1,0 +1,19 @@
+// Package landlock owns oxsupervise's Landlock filesystem layer for `run`:
+// it turns a compiled policy into a Landlock ruleset (writable roots, reads
+// everywhere except deny-read anchors, device files, signal and
+// abstract-unix scoping), enforces it on the calling thread right before
+// exec, and builds the private mount namespace that makes existing protected
+// subpaths read-only and keeps cgroupfs, bpffs, /proc/sys and /sys
+// unwritable.
+//
+// Landlock is the filesystem layer when BPF-LSM is unavailable and defence
+// in depth when it is. Two limits shape this package and are stated where
+// they matter:
+//   - Landlock only grants; it cannot deny below a granted directory. Deny
+//     reads are therefore expressed by granting read on every sibling along
+//     the path to each denied anchor, never on the anchor itself.
+//   - Landlock and bind mounts protect existing inodes only. A protected name
+//     that does not exist when the session starts (a later `git init`, a
+//     first `.claude/`) cannot be blocked without BPF-LSM, because
+//     oxsupervise never creates placeholders on the host. Callers warn.
+package landlock

@@ -1,0 +1,341 @@
+//go:build linux
+
+package landlock
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// MountPlan is what the launcher does to its private mount namespace before
+// it drops privileges. Nothing here touches the host's mount table: Apply
+// first makes every mount private, so the namespace dies with the session
+// and leaves nothing behind.
+type MountPlan struct {
+	// Protected are existing protected paths, bound read-only onto
+	// themselves: writes get EROFS, and unlink/rename of them gets EBUSY
+	// because each is a mount point.
+	Protected []policy.Anchor `json:"protected"`
+	// Pinned are directories between a writable root and a protected path
+	// (e.g. a repository's .git) bound onto themselves read-write, so they
+	// cannot be renamed away and replaced by an unprotected copy.
+	Pinned []string `json:"pinned"`
+	// Masked are deny-read anchors inside writable roots, hidden under an
+	// empty read-only tmpfs (directories) or /dev/null (files).
+	Masked []string `json:"masked"`
+	// ReadOnly are kernel interfaces a session must not write: /sys (with
+	// cgroupfs, bpffs, securityfs below it), /proc/sys, and any cgroup or
+	// bpf mount elsewhere.
+	ReadOnly []string `json:"read_only"`
+}
+
+// PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
+func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
+	var m MountPlan
+	ro, err := kernelInterfaceMounts()
+	if err != nil {
+		return m, err
+	}
+	m.ReadOnly = ro
+	if !c.FilesystemRules {
+		return m, nil
+	}
+	pinned := map[string]bool{}
+	firsts := map[string]bool{}
+	for _, p := range c.ProtectedPatterns {
+		if len(p.Components) > 1 {
+			firsts[p.Components[0]] = true
+		}
+	}
+	for _, a := range c.ProtectedPaths {
+		if !a.Exists {
+			continue
+		}
+		m.Protected = append(m.Protected, a)
+		for _, root := range c.WritableRoots {
+			if !inside(a.Path, root.Path) {
+				continue
+			}
+			rel, err := filepath.Rel(root.Path, filepath.Dir(a.Path))
+			if err != nil || rel == "." {
+				continue
+			}
+			comps := strings.Split(rel, string(filepath.Separator))
+			for i, comp := range comps {
+				if !firsts[comp] {
+					continue
+				}
+				for j := i; j < len(comps); j++ {
+					pinned[filepath.Join(append([]string{root.Path}, comps[:j+1]...)...)] = true
+				}
+				break
+			}
+		}
+	}
+	for p := range pinned {
+		m.Pinned = append(m.Pinned, p)
+	}
+	sort.Strings(m.Pinned)
+	if rs != nil {
+		m.Masked = append(m.Masked, rs.Masked...)
+	}
+	for _, g := range c.DenyReadGlobs {
+		matches, err := globMatches(g, maxGlobWalk)
+		if err != nil {
+			return m, err
+		}
+		m.Masked = append(m.Masked, matches...)
+	}
+	return m, nil
+}
+
+// maxGlobWalk bounds the walk for deny-read globs: a workspace with more
+// entries than this fails closed instead of stalling the start.
+const maxGlobWalk = 200000
+
+// globMatches lists the existing entries below g.Within whose name matches
+// g.Include and none of g.Exclude. Symlinks are neither followed nor
+// masked (reading through one reaches a target the rules judge on its own),
+// and .git directories are not descended into.
+func globMatches(g policy.NameGlob, limit int) ([]string, error) {
+	var out []string
+	seen := 0
+	err := filepath.WalkDir(g.Within, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) || os.IsPermission(err) {
+				return nil
+			}
+			return err
+		}
+		if seen++; seen > limit {
+			return fmt.Errorf("more than %d entries below %s", limit, g.Within)
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if p == g.Within || d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		if ok, _ := filepath.Match(g.Include, d.Name()); !ok {
+			return nil
+		}
+		for _, ex := range g.Exclude {
+			if ok, _ := filepath.Match(ex, d.Name()); ok {
+				return nil
+			}
+		}
+		out = append(out, p)
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mount namespace: deny-read %s below %s: %w", g.Include, g.Within, err)
+	}
+	return out, nil
+}
+
+// kernelInterfaceMounts lists the mount points made read-only in every
+// session: /sys and /proc/sys, plus cgroup and bpf filesystems mounted
+// outside /sys.
+func kernelInterfaceMounts() ([]string, error) {
+	out := []string{"/sys", "/proc/sys"}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("mount namespace: read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		switch fields[sep+1] {
+		case "cgroup", "cgroup2", "bpf":
+			if mp != "/sys" && !strings.HasPrefix(mp, "/sys/") {
+				out = append(out, mp)
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Apply changes the calling process's mount namespace, which must be a
+// fresh one (CLONE_NEWNS): it would otherwise change the host's mounts.
+func (m MountPlan) Apply() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("mount namespace: make mounts private: %w", err)
+	}
+	type target struct {
+		path     string
+		readOnly bool
+		anchor   *policy.Anchor
+	}
+	var targets []target
+	for _, p := range m.Pinned {
+		targets = append(targets, target{path: p})
+	}
+	for i := range m.Protected {
+		targets = append(targets, target{path: m.Protected[i].Path, readOnly: true, anchor: &m.Protected[i]})
+	}
+	// Shallow first: a pin placed after a deeper read-only bind would
+	// cover it.
+	sort.SliceStable(targets, func(i, j int) bool { return depth(targets[i].path) < depth(targets[j].path) })
+	for _, t := range targets {
+		if err := bindSelf(t.path, t.readOnly, t.anchor); err != nil {
+			return err
+		}
+	}
+	for _, p := range m.Masked {
+		if err := mask(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range m.ReadOnly {
+		if err := bindSelf(p, true, nil); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }
+
+// openNoSymlinks opens p as O_PATH without following a symlink in any
+// component: setup never follows a symlink at a protected name.
+func openNoSymlinks(p string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		if err == unix.ELOOP {
+			return -1, fmt.Errorf("mount namespace: %s: a path component is a symlink; refusing to follow it", p)
+		}
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return fd, nil
+}
+
+// bindSelf binds p onto itself (recursively, with its submounts), read-only
+// when readOnly. When anchor is set the inode must still be the one the
+// policy resolved, or setup fails closed.
+func bindSelf(p string, readOnly bool, anchor *policy.Anchor) error {
+	fd, err := openNoSymlinks(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if anchor != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("mount namespace: stat %s: %w", p, err)
+		}
+		if anchor.Ino != 0 && (st.Dev != anchor.Dev || st.Ino != anchor.Ino) {
+			return fmt.Errorf("mount namespace: protected path %s changed since the policy was compiled (dev:ino %d:%d, expected %d:%d)",
+				p, st.Dev, st.Ino, anchor.Dev, anchor.Ino)
+		}
+	}
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("mount namespace: clone mount at %s: %w", p, err)
+	}
+	defer unix.Close(tree)
+	if readOnly {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("mount namespace: make %s read-only: %w", p, err)
+		}
+	}
+	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount namespace: bind %s onto itself: %w", p, err)
+	}
+	return nil
+}
+
+// mask hides a deny-read anchor: an empty read-only tmpfs over a
+// directory, a read-only /dev/null over anything else.
+func mask(p string) error {
+	fd, err := openNoSymlinks(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("mount namespace: stat %s: %w", p, err)
+	}
+	var tree int
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("mount namespace: mask %s: fsopen tmpfs: %w", p, err)
+		}
+		defer unix.Close(fs)
+		if err := unix.FsconfigSetString(fs, "mode", "0"); err != nil {
+			return fmt.Errorf("mount namespace: mask %s: %w", p, err)
+		}
+		if err := unix.FsconfigCreate(fs); err != nil {
+			return fmt.Errorf("mount namespace: mask %s: create tmpfs: %w", p, err)
+		}
+		tree, err = unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOEXEC|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+		if err != nil {
+			return fmt.Errorf("mount namespace: mask %s: fsmount: %w", p, err)
+		}
+	} else {
+		tree, err = unix.OpenTree(unix.AT_FDCWD, "/dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("mount namespace: mask %s: clone /dev/null: %w", p, err)
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			unix.Close(tree)
+			return fmt.Errorf("mount namespace: mask %s: %w", p, err)
+		}
+	}
+	defer unix.Close(tree)
+	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount namespace: mask %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+// Package policy owns oxsupervise's single policy model: it reads the
+// layered TOML files and CLI flags, merges them under managed locks,
+// validates every key (errors carry file:line:col and a hint), and compiles
+// the result into Compiled, the plain-data policy every backend (BPF-LSM,
+// Landlock, cgroup network, Seatbelt, Windows) consumes. It also answers
+// application-layer permission questions (Permissions.Check), splitting
+// shell input into simple commands with mvdan.cc/sh.
+//
+// # Layers
+//
+// Lowest precedence first:
+//
+//  1. managed: /etc/oxsupervise/policy.toml, then policy.d/*.toml in
+//     lexical order (the directory is LoadOptions.ManagedDir; the policy
+//     verbs honour $OXSUPERVISE_MANAGED_DIR so tests and administrators can
+//     try a managed policy without installing it);
+//  2. ~/.openoxide/config.toml;
+//  3. <workspace>/.openoxide/config.toml (loosening anything the layers
+//     above decided prints a warning, since the file ships with the
+//     repository);
+//  4. the file given with --config;
+//  5. CLI flags.
+//
+// Scalars override; lists replace the list of the layer above, except
+// that the built-in sets (credential paths, protected names, scrubbed
+// environment names) are always added and cannot be removed. Permission
+// rules accumulate across layers. --writable-root and --allow-net add to
+// the effective lists, and --allow-net switches a "none" network to
+// "allowlist". Relative paths in files are relative to the workspace;
+// relative paths in flags to the current directory; ~ is the home.
+//
+// # Locks
+//
+// Managed files may say
+//
+//	[managed]
+//	locked = ["sandbox.mode", "network", "permissions.rules"]
+//
+// naming keys, whole tables, "permissions.rules" or "agent". Lower layers
+// (flags included) may then only tighten: a stricter enum value (modes
+// read-only < workspace-write < external-sandbox < full-access), fewer
+// writable roots / allowed hosts, more denied paths, lower limits, no new
+// allow rules. Anything else fails naming both the offending file:line
+// and the lock's file:line. sandbox.allowed_modes can only ever be
+// narrowed, locked or not, and the final mode must be in it, whichever
+// layer (or flag, --yolo included) chose it.
+//
+// # Keys
+//
+//	[sandbox]     mode, approval, allowed_modes, writable_roots, exclude_slash_tmp,
+//	              exclude_tmpdir_env_var, read_only_access, readable_roots,
+//	              protected_subpaths, protect_git, deny_read, network (bool
+//	              shorthand for network.policy), excluded_commands,
+//	              allow_unsandboxed_commands
+//	[network]     policy, allow, loopback, allow_unix_sockets, min_ttl_seconds
+//	[env]         passthrough, scrub
+//	[limits]      pids_max, memory_max ("2G" or bytes)
+//	[audit]       path
+//	[permissions] default; [[permissions.rules]] tool, pattern, action
+//	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
+//	[managed]     locked (managed files only)
+//
+// Unknown keys are errors. `oxsupervise policy show` prints every key with
+// the file:line:col or flag that set it.
+//
+// # Permission rules
+//
+// Rules are evaluated deny, then allow, then ask; the first match of the
+// first kind that matches decides, else the default (ask). An agent's own
+// rules replace global rules with the same tool and pattern and add to the
+// rest. For shell tools (bash, sh, shell, exec, command) the input is split
+// into simple commands — pipelines, &&, ||, ;, subshells, $(...), backticks,
+// process substitution, function bodies, `sh -c`/`eval` strings and the
+// command behind wrappers like sudo, env, timeout and xargs — each is
+// judged, and the strictest verdict wins; input that does not parse is
+// never allowed. Shell patterns use a matcher where `*` matches any text
+// (doublestar's `*` stops at "/", which would let `rm *` miss
+// `rm -rf /home`); other tools' inputs are paths matched with doublestar
+// (`*` within a component, `**` across).
+package policy

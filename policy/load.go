@@ -1,0 +1,64 @@
+package policy
+
+import (
+	"io"
+)
+
+// DefaultManagedDir holds the managed (administrator) policy: policy.toml
+// and policy.d/*.toml.
+const DefaultManagedDir = "/etc/oxsupervise"
+
+// ManagedDirEnv names the environment variable that points the policy verbs
+// (and tests) at another managed directory instead of DefaultManagedDir.
+// run and attach ignore it unless they choose to honour it.
+const ManagedDirEnv = "OXSUPERVISE_MANAGED_DIR"
+
+// DefaultAuditPath is where the audit log goes unless audit.path or
+// --audit-log says otherwise.
+const DefaultAuditPath = "/var/log/oxsupervise/audit.jsonl"
+
+// LoadOptions are the inputs of Load besides the files themselves.
+type LoadOptions struct {
+	// ManagedDir defaults to DefaultManagedDir.
+	ManagedDir string
+	// Home is the user's home directory, for ~ and ~/.openoxide; defaults
+	// to os.UserHomeDir().
+	Home string
+	// Workspace defaults to the current directory; --workspace overrides it.
+	Workspace string
+	// Flags may be nil (no CLI layer).
+	Flags *Flags
+	// Env looks up environment variables (TMPDIR); defaults to os.Getenv.
+	Env func(string) string
+	// Warn receives loud warnings (--yolo, full-access, skipped $TMPDIR);
+	// defaults to io.Discard.
+	Warn io.Writer
+}
+
+// Effective is the merged policy before compilation: every key with the
+// value that won and where it came from, for `policy show`.
+type Effective struct {
+	// Files are the policy files that were read, in layer order.
+	Files []string `json:"files"`
+	// Values are sorted by key.
+	Values []EffectiveValue `json:"values"`
+}
+
+// EffectiveValue is one effective key.
+type EffectiveValue struct {
+	Key   string `json:"key"`
+	Value any    `json:"value"`
+	// Source is "file:line:col", "flag --NAME", "env NAME" or "default".
+	Source string `json:"source"`
+	// Locked is set when managed policy locked this key.
+	Locked bool `json:"locked,omitempty"`
+}
+
+// Load reads every policy layer (managed policy.toml and policy.d/*.toml,
+// ~/.openoxide/config.toml, <workspace>/.openoxide/config.toml, --config,
+// CLI flags), merges them under the managed locks, and compiles the result.
+// Any error names the file:line:col (or flag) at fault; Load never returns
+// a silently weaker policy.
+func Load(opts LoadOptions) (*Compiled, *Effective, error) {
+	return load(opts)
+}

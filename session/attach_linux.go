@@ -1,0 +1,260 @@
+//go:build linux
+
+package session
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// AttachOptions are the inputs of Attach.
+type AttachOptions struct {
+	PID    int
+	Policy *policy.Compiled
+	// CallerUID is the user on whose behalf attach runs (SUDO_UID when
+	// run through sudo); only their processes may be attached unless
+	// AllowOtherUser.
+	CallerUID      int
+	AllowOtherUser bool
+	Warn           io.Writer
+	Unavailable    map[string]bool
+	Cgroup         cgroup.Config
+	Registry       Registry
+}
+
+// AttachMessageNoFS is printed when attach cannot apply filesystem rules.
+const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session applies network rules only"
+
+// pfKthread is PF_KTHREAD in include/linux/sched.h.
+const pfKthread = 0x00200000
+
+// procStat holds the fields of /proc/PID/stat attach needs.
+type procStat struct {
+	ppid  int
+	flags uint64
+}
+
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	// comm may contain spaces and parentheses: parse after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 7 {
+		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	var st procStat
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.flags, _ = strconv.ParseUint(f[6], 10, 64)
+	return st, nil
+}
+
+// procUIDs returns the real and effective uid of pid.
+func procUIDs(pid int) (int, int, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) >= 2 {
+				r, _ := strconv.Atoi(fs[0])
+				e, _ := strconv.Atoi(fs[1])
+				return r, e, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("no Uid line in /proc/%d/status", pid)
+}
+
+// checkAttachable refuses pids attach must not touch, with a clear reason.
+func checkAttachable(opts AttachOptions) error {
+	pid := opts.PID
+	if pid <= 0 {
+		return fmt.Errorf("--pid %d: not a process id", pid)
+	}
+	st, err := readStat(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pid %d: no such process", pid)
+	}
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if pid == 1 {
+		return fmt.Errorf("pid 1 is the init process: it cannot be confined")
+	}
+	if st.flags&pfKthread != 0 || st.ppid == 2 && pid != 2 || pid == 2 {
+		return fmt.Errorf("pid %d is a kernel thread: it cannot be confined", pid)
+	}
+	for p := os.Getpid(); p > 1; {
+		if p == pid {
+			if p == os.Getpid() {
+				return fmt.Errorf("pid %d is the supervisor itself", pid)
+			}
+			return fmt.Errorf("pid %d is an ancestor of the supervisor: attaching it would confine the supervisor itself", pid)
+		}
+		s, err := readStat(p)
+		if err != nil {
+			break
+		}
+		p = s.ppid
+	}
+	if id, ok, err := cgroup.SessionOf(opts.Cgroup, pid); err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	} else if ok {
+		return fmt.Errorf("pid %d is already in session %s", pid, id)
+	}
+	ruid, euid, err := procUIDs(pid)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if (ruid != opts.CallerUID || euid != opts.CallerUID) && !opts.AllowOtherUser {
+		return fmt.Errorf("pid %d belongs to uid %d, not to the calling user (uid %d); pass --allow-other-user as root to confine it anyway",
+			pid, euid, opts.CallerUID)
+	}
+	return nil
+}
+
+// Attach confines a running process tree: it creates a frozen session
+// group, moves the pid and every descendant (whole thread groups) into it,
+// re-scans until a scan finds nothing left outside, then thaws. A process
+// moved into a frozen group freezes, and a child forked after its parent
+// moved is born inside the group, so the re-scan converges. On failure
+// every moved process goes back to where it was and the group is removed.
+func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
+	warn := warnOrDiscard(opts.Warn)
+	if err := checkAttachable(opts); err != nil {
+		return nil, err
+	}
+	if opts.Policy.FilesystemRules {
+		lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
+		if !opts.Unavailable[LayerBPFLSM] {
+			lsmErr = loader.ProbeBPFLSM()
+			if lsmErr == nil {
+				lsmErr = errors.New("BPF-LSM filesystem enforcement is not built into this version yet")
+			}
+		}
+		fmt.Fprintf(warn, "oxsupervise attach: "+AttachMessageNoFS+"\n", lsmErr)
+	}
+	if opts.Unavailable[LayerCgroup] {
+		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+	}
+	id, err := NewID()
+	if err != nil {
+		return nil, err
+	}
+	group, err := cgroup.NewSession(opts.Cgroup, id, cgroup.Limits{
+		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
+	})
+	if err != nil {
+		return nil, &BoundaryError{LayerCgroup, err}
+	}
+	for _, w := range group.Warnings {
+		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
+	}
+	if err := group.Freeze(ctx); err != nil {
+		group.Remove(context.Background())
+		return nil, &BoundaryError{LayerCgroup, err}
+	}
+	origins := map[int]string{}
+	mount, _ := cgroup.Cgroup2Mount()
+	rollback := func() {
+		for pid, from := range origins {
+			if from == "" {
+				continue
+			}
+			os.WriteFile(mount+from+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0)
+		}
+		group.Thaw(context.Background())
+		group.Remove(context.Background())
+	}
+	if err := moveTree(ctx, group, opts, origins, warn); err != nil {
+		rollback()
+		return nil, err
+	}
+	if err := group.Thaw(ctx); err != nil {
+		rollback()
+		return nil, &BoundaryError{LayerCgroup, err}
+	}
+	digest, _ := opts.Policy.Digest()
+	e := &Entry{
+		ID: id, Kind: KindAttach, PID: opts.PID, UID: opts.CallerUID, Mode: string(opts.Policy.Mode),
+		Cgroup: group.Path, CgroupID: group.CgroupID, Layers: []string{LayerCgroup},
+		PolicyDigest: digest, Started: time.Now().UTC(),
+	}
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", opts.PID)); err == nil {
+		e.Command = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	}
+	if err := opts.Registry.Put(*e); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// moveTree moves pid and its descendants until a full scan moves nothing.
+func moveTree(ctx context.Context, group *cgroup.Group, opts AttachOptions, origins map[int]string, warn io.Writer) error {
+	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if round > 1000 {
+			return fmt.Errorf("attach pid %d: the process tree did not stop changing after %d scans", opts.PID, round)
+		}
+		kids, err := cgroup.Descendants(opts.PID)
+		if err != nil {
+			return fmt.Errorf("attach pid %d: %w", opts.PID, err)
+		}
+		moved := 0
+		for _, pid := range append([]int{opts.PID}, kids...) {
+			if _, done := origins[pid]; done {
+				continue
+			}
+			if other, ok, _ := cgroup.SessionOf(opts.Cgroup, pid); ok && other != group.ID {
+				fmt.Fprintf(warn, "oxsupervise attach: pid %d is already in session %s; left there\n", pid, other)
+				origins[pid] = ""
+				continue
+			}
+			from, err := cgroup.CgroupOf(pid)
+			if err != nil {
+				if pid == opts.PID {
+					return fmt.Errorf("attach pid %d: %w", pid, err)
+				}
+				continue // exited meanwhile
+			}
+			if err := group.AddProcess(pid); err != nil {
+				if errors.Is(err, unix.ESRCH) || errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return &BoundaryError{LayerCgroup, fmt.Errorf("move pid %d: %w", pid, err)}
+			}
+			origins[pid] = from
+			moved++
+		}
+		if moved == 0 && round > 0 {
+			return nil
+		}
+	}
+}

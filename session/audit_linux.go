@@ -1,0 +1,130 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/kernelaudit"
+	"github.com/openoxide/oxsupervise/cgroup"
+)
+
+// auditor writes a session's records to the audit log: session start and
+// stop, and the Landlock refusals the kernel audit feed attributes to it.
+// Audit is observability, not a boundary: when the log or the kernel feed
+// cannot be opened the session still runs, and the user is told loudly.
+type auditor struct {
+	id, mode    string
+	warn        io.Writer
+	sink        *audit.FileSink
+	reader      *kernelaudit.Reader
+	launcherPID atomic.Int64
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+}
+
+// kernelFlushDelay is how long stop waits for the kernel's last records:
+// the reader's own flush timeout plus a margin.
+const kernelFlushDelay = 400 * time.Millisecond
+
+func startAudit(path, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
+	a := &auditor{id: id, mode: mode, warn: warn}
+	if path == "" {
+		path = audit.DefaultPath
+	}
+	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
+		return a
+	}
+	a.sink = sink
+	if !withLandlock {
+		return a
+	}
+	reader, err := kernelaudit.Open(kernelaudit.Options{
+		Cgroup: cfg,
+		SessionOfPID: func(pid int) (string, bool) {
+			return id, int64(pid) == a.launcherPID.Load()
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: Landlock refusals of session %s will not be audited: %v\n", id, err)
+		return a
+	}
+	a.reader = reader
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		reader.Run(ctx, func(r audit.Record) {
+			// Every supervisor hears every session's records; each
+			// writes only its own.
+			if r.Ox.Session != id && r.Ox.Kind == audit.KindDenial {
+				return
+			}
+			if r.Ox.Mode == "" {
+				r.Ox.Mode = mode
+			}
+			a.write(r)
+		})
+	}()
+	return a
+}
+
+func (a *auditor) setLauncherPID(pid int) { a.launcherPID.Store(int64(pid)) }
+
+func (a *auditor) write(r audit.Record) {
+	if a.sink == nil {
+		return
+	}
+	if err := a.sink.Write(&r); err != nil {
+		fmt.Fprintf(a.warn, "oxsupervise: warning: audit record lost: %v\n", err)
+	}
+}
+
+func (a *auditor) sessionStart(e *Entry) {
+	a.write(audit.Record{
+		Message: fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " ")),
+		Process: &audit.Process{PID: e.PID, CommandLine: strings.Join(e.Command, " ")},
+		User:    &audit.User{ID: fmt.Sprint(e.UID)},
+		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: e.ID, Layer: audit.LayerSupervisor,
+			Mode: e.Mode, PolicyDigest: e.PolicyDigest, Rule: "layers: " + strings.Join(e.Layers, ",")},
+	})
+}
+
+func (a *auditor) sessionStop(e *Entry, code int, err error) {
+	msg := fmt.Sprintf("session %s ended: exit status %d", e.ID, code)
+	if err != nil {
+		msg = fmt.Sprintf("session %s ended: %v", e.ID, err)
+	}
+	a.write(audit.Record{
+		Message: msg,
+		Process: &audit.Process{PID: e.PID},
+		User:    &audit.User{ID: fmt.Sprint(e.UID)},
+		Ox: audit.Ox{Kind: audit.KindSessionStop, Session: e.ID, Layer: audit.LayerSupervisor,
+			Mode: e.Mode, PolicyDigest: e.PolicyDigest},
+	})
+}
+
+// close waits for the kernel's last records, then closes everything.
+func (a *auditor) close() {
+	if a.reader != nil {
+		time.Sleep(kernelFlushDelay)
+		a.cancel()
+		a.wg.Wait()
+		a.reader.Close()
+	}
+	if a.sink != nil {
+		if err := a.sink.Close(); err != nil {
+			fmt.Fprintf(a.warn, "oxsupervise: warning: audit log: %v\n", err)
+		}
+	}
+}

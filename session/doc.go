@@ -1,0 +1,14 @@
+// Package session owns the lifetime of oxsupervise sessions on Linux: it
+// decides which enforcement layers a policy needs and refuses to start when
+// one cannot be built (fail closed), creates the session (id, cgroup v2
+// group, registry entry), starts the command through a launcher that is
+// born inside the session cgroup and a private mount namespace, and tears
+// everything down when the command exits. It also confines running process
+// trees (Attach) and lists and stops sessions.
+//
+// The launcher is this same binary re-executed with the hidden verb
+// LauncherVerb; its main is LauncherMain. Keeping it a separate process
+// (rather than doing the setup in the supervisor) means the supervisor never
+// runs confined, and nothing of the command ever runs unconfined: the
+// launcher execs the command only after every layer is in place.
+package session

@@ -1,0 +1,195 @@
+//go:build linux
+
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/landlock"
+)
+
+// LauncherVerb is the hidden first argument that turns the binary into the
+// launcher. The supervisor passes it; users never do.
+const LauncherVerb = "__launch"
+
+// The launcher's inherited descriptors.
+const (
+	specFD   = 3 // the LaunchSpec, JSON, until EOF
+	statusFD = 4 // close-on-exec: EOF means the command was executed
+)
+
+// LaunchSpec is everything the launcher needs; the supervisor computes it so
+// that the launcher makes no policy decisions of its own.
+type LaunchSpec struct {
+	SessionID string   `json:"session_id"`
+	Path      string   `json:"path"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
+	UID       int      `json:"uid"`
+	GID       int      `json:"gid"`
+	Groups    []int    `json:"groups"`
+
+	Mounts   landlock.MountPlan `json:"mounts"`
+	Landlock *landlock.Ruleset  `json:"landlock,omitempty"`
+}
+
+// launchFailure is what the launcher reports on the status pipe.
+type launchFailure struct {
+	Layer string `json:"layer,omitempty"` // set when a boundary layer failed
+	Exec  int    `json:"exec,omitempty"`  // set when exec of the command failed
+	Error string `json:"error"`
+}
+
+// rootCapsDropped are removed from the bounding set when the command runs
+// as root: without them root cannot remount, load modules or BPF, trace
+// other processes or poke raw devices, which would undo the boundary.
+var rootCapsDropped = []uintptr{
+	unix.CAP_SYS_ADMIN, unix.CAP_SYS_MODULE, unix.CAP_BPF, unix.CAP_PERFMON,
+	unix.CAP_SYS_PTRACE, unix.CAP_SYS_RAWIO, unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE,
+	unix.CAP_SYS_BOOT, unix.CAP_SETPCAP, unix.CAP_SYSLOG, unix.CAP_AUDIT_CONTROL,
+	unix.CAP_LINUX_IMMUTABLE, unix.CAP_MKNOD, unix.CAP_SYS_CHROOT,
+}
+
+// LauncherMain is the launcher process: it builds the boundary inside the
+// session cgroup and private mount namespace it was born in, then execs
+// the command. It returns only on failure, with the exit code to use.
+func LauncherMain() int {
+	// Credentials, no_new_privs and the Landlock domain are per thread:
+	// everything happens on this thread, which then execs.
+	runtime.LockOSThread()
+	status := os.NewFile(statusFD, "status")
+	fail := func(f launchFailure, code int) int {
+		b, _ := json.Marshal(f)
+		if status != nil {
+			status.Write(b)
+		} else {
+			fmt.Fprintln(os.Stderr, f.Error)
+		}
+		return code
+	}
+	specFile := os.NewFile(specFD, "spec")
+	if specFile == nil || status == nil {
+		fmt.Fprintln(os.Stderr, "oxsupervise: the launcher is internal and only started by `oxsupervise run`")
+		return 125
+	}
+	b, err := io.ReadAll(specFile)
+	specFile.Close()
+	if err != nil {
+		return fail(launchFailure{Layer: LayerMountNS, Error: fmt.Sprintf("read launch spec: %v", err)}, 125)
+	}
+	var spec LaunchSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return fail(launchFailure{Layer: LayerMountNS, Error: fmt.Sprintf("decode launch spec: %v", err)}, 125)
+	}
+	if layer, err := buildBoundary(&spec); err != nil {
+		return fail(launchFailure{Layer: layer, Error: err.Error()}, 125)
+	}
+	err = unix.Exec(spec.Path, spec.Argv, spec.Env)
+	code := 126
+	if errors.Is(err, unix.ENOENT) {
+		code = 127
+	}
+	return fail(launchFailure{Exec: code, Error: fmt.Sprintf("exec %s: %v", spec.Path, err)}, code)
+}
+
+// buildBoundary does every step before exec and names the layer that failed.
+func buildBoundary(spec *LaunchSpec) (string, error) {
+	if err := spec.Mounts.Apply(); err != nil {
+		return LayerMountNS, err
+	}
+	prepared, err := spec.Landlock.Prepare()
+	if err != nil {
+		return LayerLandlock, err
+	}
+	// Every inherited descriptor beyond stdio (and the ruleset and status
+	// fds) disappears at exec: sockets or files opened outside the session
+	// would bypass its rules.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return LayerMountNS, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+	}
+	if err := dropPrivileges(spec); err != nil {
+		return "credentials", err
+	}
+	if err := unix.Chdir(spec.Dir); err != nil {
+		return "credentials", fmt.Errorf("chdir %s as uid %d: %w", spec.Dir, spec.UID, err)
+	}
+	if prepared == nil {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return "credentials", fmt.Errorf("set no_new_privs: %w", err)
+		}
+		return "", nil
+	}
+	if err := prepared.RestrictSelf(); err != nil {
+		return LayerLandlock, err
+	}
+	return "", nil
+}
+
+// dropPrivileges switches this thread to the target user. The raw,
+// per-thread syscalls are deliberate: the thread that execs is the one whose
+// credentials the command gets, and Go's all-threads variants fail in
+// binaries that use cgo.
+func dropPrivileges(spec *LaunchSpec) error {
+	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("clear ambient capabilities: %w", errno)
+	}
+	drop := rootCapsDropped
+	if spec.UID != 0 {
+		drop = nil
+		for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
+			drop = append(drop, c)
+		}
+	}
+	// CAP_SETPCAP, needed to drop, is itself in the list: drop it last.
+	for _, c := range drop {
+		if c == unix.CAP_SETPCAP {
+			continue
+		}
+		if _, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); errno != 0 && errno != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, unix.CAP_SETPCAP, 0); errno != 0 {
+		return fmt.Errorf("drop CAP_SETPCAP from the bounding set: %w", errno)
+	}
+	// Root's inheritable set would pass dropped capabilities through exec
+	// (root's file inheritable set is full): clear it.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear inheritable capabilities: %w", err)
+	}
+	if spec.UID == 0 && spec.GID == 0 {
+		return nil
+	}
+	groups := make([]uint32, len(spec.Groups))
+	for i, g := range spec.Groups {
+		groups[i] = uint32(g)
+	}
+	var gp uintptr
+	if len(groups) > 0 {
+		gp = uintptr(unsafePointer(&groups[0]))
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); errno != 0 {
+		return fmt.Errorf("setgroups %v: %w", spec.Groups, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(spec.GID), uintptr(spec.GID), uintptr(spec.GID)); errno != 0 {
+		return fmt.Errorf("setresgid %d: %w", spec.GID, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); errno != 0 {
+		return fmt.Errorf("setresuid %d: %w", spec.UID, errno)
+	}
+	return nil
+}

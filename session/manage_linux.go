@@ -1,0 +1,97 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+)
+
+// Status is one session as `sessions` shows it: the registry entry joined
+// with the live cgroup.
+type Status struct {
+	Entry
+	// Procs are the pids in the session group now.
+	Procs []int `json:"procs"`
+	// State is "running", "empty" (group exists, no process),
+	// "no-registry" (a group nobody recorded, e.g. after a crash) or
+	// "stale" (a record whose group is gone).
+	State string `json:"state"`
+}
+
+// List joins the registry with the session groups.
+func List(cfg cgroup.Config, reg Registry) ([]Status, error) {
+	entries, regErr := reg.List()
+	ids, err := cgroup.ListSessions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, id := range ids {
+		live[id] = true
+	}
+	var out []Status
+	seen := map[string]bool{}
+	add := func(e Entry) {
+		st := Status{Entry: e}
+		seen[e.ID] = true
+		if !live[e.ID] {
+			st.State = "stale"
+			out = append(out, st)
+			return
+		}
+		g, err := cgroup.OpenSession(cfg, e.ID)
+		if err != nil {
+			st.State = "stale"
+			out = append(out, st)
+			return
+		}
+		st.Cgroup, st.CgroupID = g.Path, g.CgroupID
+		st.Procs, _ = g.Procs()
+		st.State = "running"
+		if len(st.Procs) == 0 {
+			st.State = "empty"
+		}
+		out = append(out, st)
+	}
+	for _, e := range entries {
+		add(e)
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			add(Entry{ID: id})
+			out[len(out)-1].State = "no-registry"
+			if len(out[len(out)-1].Procs) == 0 {
+				out[len(out)-1].State = "no-registry, empty"
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out, regErr
+}
+
+// Stop kills every process of session id and removes its group and
+// registry entry. A `run` supervisor of the session then sees its command
+// die and exits.
+func Stop(ctx context.Context, cfg cgroup.Config, reg Registry, id string) error {
+	g, gerr := cgroup.OpenSession(cfg, id)
+	_, rerr := reg.Get(id)
+	if gerr != nil && errors.Is(rerr, fs.ErrNotExist) {
+		return fmt.Errorf("no such session %q", id)
+	}
+	if gerr == nil {
+		if err := g.Kill(ctx); err != nil {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
+		if err := g.Remove(ctx); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
+	}
+	return reg.Delete(id)
+}

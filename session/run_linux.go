@@ -1,0 +1,399 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/landlock"
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// RunOptions are the inputs of Run.
+type RunOptions struct {
+	Policy *policy.Compiled
+	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
+	Argv []string
+	// Env is the caller's environment; Run scrubs it per Policy.Env.
+	Env []string
+	// Dir is the working directory of the command.
+	Dir string
+	// UID, GID and Groups are the user the command runs as.
+	UID, GID int
+	Groups   []int
+
+	Stdin, Stdout, Stderr *os.File
+	// Warn receives warnings (one line each); nil discards them.
+	Warn io.Writer
+	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
+	Unavailable map[string]bool
+	// SelfExe is the launcher binary; "" means /proc/self/exe.
+	SelfExe  string
+	Cgroup   cgroup.Config
+	Registry Registry
+}
+
+// Plan is the set of layers a session gets, decided before anything is
+// created.
+type Plan struct {
+	Landlock *landlock.Ruleset
+	Mounts   landlock.MountPlan
+	Layers   []string
+	Warnings []string
+}
+
+// Decide probes the machine and decides the layers for c. A layer the
+// policy needs that cannot be built is a *BoundaryError.
+//
+// BPF-LSM (DESIGN §3) will be the primary filesystem layer; while its
+// enforcement does not exist yet, Landlock is the filesystem layer, and the
+// probe only serves to explain a refusal. When it lands, it is added here
+// next to Landlock (which then stays as defence in depth).
+func Decide(c *policy.Compiled, unavailable map[string]bool) (*Plan, error) {
+	p := &Plan{}
+	if unavailable[LayerCgroup] {
+		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+	}
+	if _, err := cgroup.Cgroup2Mount(); err != nil {
+		return nil, &BoundaryError{LayerCgroup, err}
+	}
+	p.Layers = append(p.Layers, LayerCgroup)
+
+	if unavailable[LayerMountNS] {
+		return nil, &BoundaryError{LayerMountNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+	}
+
+	abi, llErr := landlock.ABI()
+	if unavailable[LayerLandlock] {
+		llErr = errors.New("marked unavailable by " + ForceUnavailableEnv)
+	}
+	if llErr != nil {
+		if c.FilesystemRules {
+			lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
+			if !unavailable[LayerBPFLSM] {
+				lsmErr = loader.ProbeBPFLSM()
+				if lsmErr == nil {
+					lsmErr = errors.New("usable, but run cannot enforce filesystem rules with it yet")
+				}
+			}
+			return nil, &BoundaryError{LayerLandlock, fmt.Errorf("%v; no other filesystem layer either (bpf-lsm: %v)", llErr, lsmErr)}
+		}
+		if c.Mode != policy.ModeFullAccess {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock unavailable (%v): no signal or abstract-socket scoping", llErr))
+		}
+	} else {
+		rs, warnings, err := landlock.Plan(c, abi)
+		if err != nil {
+			return nil, &BoundaryError{LayerLandlock, err}
+		}
+		p.Warnings = append(p.Warnings, warnings...)
+		if !rs.Empty() {
+			p.Landlock = rs
+			p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, abi))
+		}
+	}
+
+	m, err := landlock.PlanMounts(c, p.Landlock)
+	if err != nil {
+		return nil, &BoundaryError{LayerMountNS, err}
+	}
+	p.Mounts = m
+	p.Layers = append(p.Layers, LayerMountNS)
+
+	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 {
+		// Landlock and bind mounts only protect inodes that exist now, and
+		// oxsupervise never creates placeholders on the host: a protected
+		// name created during the session (git init, a first .claude/) is
+		// writable until BPF-LSM, which matches by name, enforces it.
+		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
+	}
+	if c.Mode == policy.ModeFullAccess {
+		p.Warnings = append(p.Warnings, "full-access: NO filesystem restrictions at all for this session")
+	}
+	return p, nil
+}
+
+// NewID returns a fresh session id.
+func NewID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("session id: %w", err)
+	}
+	return "s-" + hex.EncodeToString(b[:]), nil
+}
+
+// ScrubEnv removes variables matching scrub (name globs) unless they match
+// passthrough.
+func ScrubEnv(env []string, e policy.Env) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if matchAny(e.Scrub, name) && !matchAny(e.Passthrough, name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", file)
+}
+
+// Run runs opts.Argv in a new session and returns its exit status (128+N
+// when killed by signal N). A *BoundaryError means nothing ran; an
+// *ExecError means the boundary was built but the command could not start.
+func Run(ctx context.Context, opts RunOptions) (int, error) {
+	warn := opts.Warn
+	if warn == nil {
+		warn = io.Discard
+	}
+	if len(opts.Argv) == 0 {
+		return 0, errors.New("run: no command given")
+	}
+	plan, err := Decide(opts.Policy, opts.Unavailable)
+	if err != nil {
+		return 0, err
+	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
+	}
+	env := ScrubEnv(opts.Env, opts.Policy.Env)
+	exe, err := lookPath(opts.Argv[0], env)
+	if err != nil {
+		return 127, &ExecError{127, err}
+	}
+
+	id, err := NewID()
+	if err != nil {
+		return 0, &BoundaryError{LayerCgroup, err}
+	}
+	group, err := cgroup.NewSession(opts.Cgroup, id, cgroup.Limits{
+		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
+	})
+	if err != nil {
+		return 0, &BoundaryError{LayerCgroup, err}
+	}
+	for _, w := range group.Warnings {
+		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
+	}
+	digest, _ := opts.Policy.Digest()
+	entry := Entry{
+		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
+		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
+		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: time.Now().UTC(),
+	}
+	if err := opts.Registry.Put(entry); err != nil {
+		cleanupSession(group, opts.Registry, id, warn)
+		return 0, &BoundaryError{LayerCgroup, err}
+	}
+	aud := startAudit(opts.Policy.Audit.Path, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+
+	spec := LaunchSpec{
+		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
+		Mounts: plan.Mounts, Landlock: plan.Landlock,
+	}
+	code, err := launch(ctx, opts, group, spec, &entry, aud)
+	// Whatever happened, nothing of the session outlives this call.
+	cleanupSession(group, opts.Registry, id, warn)
+	aud.sessionStop(&entry, code, err)
+	aud.close()
+	return code, err
+}
+
+// SessionEnv tells the command (and tools it runs) which session it is in.
+const SessionEnv = "OXSUPERVISE_SESSION"
+
+// cleanupSession kills every process left in the group (setsid and double
+// forks included), removes the group and the registry entry.
+func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := group.Kill(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+	}
+	if err := group.Remove(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+	}
+	if err := reg.Delete(id); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+	}
+}
+
+func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, entry *Entry, aud *auditor) (int, error) {
+	cgFD, err := group.OpenFD()
+	if err != nil {
+		return 0, &BoundaryError{LayerCgroup, err}
+	}
+	defer cgFD.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return 0, &BoundaryError{LayerMountNS, err}
+	}
+	defer specR.Close()
+	defer specW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return 0, &BoundaryError{LayerMountNS, err}
+	}
+	defer statusR.Close()
+	defer statusW.Close()
+
+	self := opts.SelfExe
+	if self == "" {
+		self = "/proc/self/exe"
+	}
+	// Pdeathsig is tied to the thread that forks: keep this goroutine on
+	// one thread for the life of the session.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := &exec.Cmd{
+		Path:       self,
+		Args:       []string{"oxsupervise", LauncherVerb},
+		Env:        []string{},
+		Stdin:      opts.Stdin,
+		Stdout:     opts.Stdout,
+		Stderr:     opts.Stderr,
+		ExtraFiles: []*os.File{specR, statusW},
+		SysProcAttr: &syscall.SysProcAttr{
+			UseCgroupFD: true,
+			CgroupFD:    int(cgFD.Fd()),
+			Cloneflags:  syscall.CLONE_NEWNS,
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	// Register before the child exists so no signal falls between.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		return 0, &BoundaryError{LayerCgroup, fmt.Errorf("start launcher in %s: %w", group.Path, err)}
+	}
+	aud.setLauncherPID(cmd.Process.Pid)
+	specR.Close()
+	statusW.Close()
+	b, _ := json.Marshal(spec)
+	_, werr := specW.Write(b)
+	specW.Close()
+
+	status, _ := io.ReadAll(statusR)
+	if werr != nil || len(status) > 0 {
+		cmd.Wait()
+		var f launchFailure
+		if werr != nil {
+			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("send launch spec: %w", werr)}
+		}
+		if err := json.Unmarshal(status, &f); err != nil {
+			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("launcher: %s", status)}
+		}
+		if f.Exec != 0 {
+			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
+		}
+		return 0, &BoundaryError{f.Layer, errors.New(f.Error)}
+	}
+	entry.PID = cmd.Process.Pid
+	if err := opts.Registry.Put(*entry); err != nil {
+		fmt.Fprintf(warnOrDiscard(opts.Warn), "oxsupervise: session %s: %v\n", entry.ID, err)
+	}
+	aud.sessionStart(entry)
+
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				if (s == unix.SIGINT || s == unix.SIGQUIT || s == unix.SIGWINCH) && sameForegroundGroup() {
+					// The terminal already delivered it to the command.
+					continue
+				}
+				cmd.Process.Signal(s)
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, fmt.Errorf("wait for session %s: %w", entry.ID, err)
+}
+
+func warnOrDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// sameForegroundGroup reports whether the supervisor is in the terminal's
+// foreground process group, i.e. the command got a terminal signal too.
+func sameForegroundGroup() bool {
+	pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
