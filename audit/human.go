@@ -44,9 +44,13 @@ func FormatHuman(r *Record, opts HumanOptions) string {
 		}
 	}
 	kind := string(r.Ox.Kind)
-	line := fmt.Sprintf("%-24s %-12s %-10s %-13s %-10s %7s %-15s %s",
+	action := r.Event.Action
+	if action == kind {
+		action = "" // non-denials carry their kind as action: say it once
+	}
+	line := fmt.Sprintf("%-24s %-12s %-10s %-13s %-9s %7s %-15s %s",
 		r.Timestamp.In(loc).Format("2006-01-02T15:04:05.000Z07:00"),
-		orDash(r.Ox.Session), orDash(string(r.Ox.Layer)), kind, orDash(r.Event.Action),
+		orDash(r.Ox.Session), orDash(string(r.Ox.Layer)), kind, orDash(action),
 		pid, truncate(name, 15), subject(r))
 	if !opts.Colour {
 		return line

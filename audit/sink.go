@@ -168,6 +168,13 @@ func (s *FileSink) Write(r *Record) error {
 	n, err := s.f.Write(line)
 	s.size += int64(n)
 	if err != nil {
+		if n > 0 && n < len(line) {
+			// Terminate the fragment (disk full, quota) so the next record
+			// starts on its own line; readers report the fragment as one
+			// undecodable line instead of losing the next record too.
+			m, _ := s.f.Write([]byte{'\n'})
+			s.size += int64(m)
+		}
 		return fmt.Errorf("write audit record to %s: %w", s.path, err)
 	}
 	s.stats.Records++

@@ -55,39 +55,27 @@ struct {
 	__type(value, struct net_allow_val);
 } net_allow SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct net_bound_key);
-	__type(value, struct net_bound_val);
-} net_bound SEC(".maps");
-
-/* Which net_bound entry a socket created, so its release can delete it
- * (sock_release programs cannot read the socket's port). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct net_bound_key);
-} net_bound_by_cookie SEC(".maps");
-
-/* Per-socket state: where the socket was allowed to connect (the floor
- * lets that flow pass after an allow entry expires, so open connections
- * survive), and the original DNS server of a redirected query (recvmsg
- * rewrites the reply's source back to it). */
+/* Per-socket state: the session that created or bound the socket (its
+ * owner, for loopback = session), where the socket was allowed to connect
+ * (the floor lets that flow pass after an allow entry expires, so open
+ * connections survive), and the original DNS server of a redirected query
+ * (recvmsg rewrites the reply's source back to it). BPF_F_CLONE copies it
+ * to accepted sockets, so they belong to their listener's session. */
 struct net_sk_info {
+	__u64 owner; /* session cgroup id, 0 = none */
 	__u32 allowed_addr[4];
 	__u32 orig_addr[4];
 	__u16 allowed_port;
 	__u16 orig_port;
 	__u8 allowed;
 	__u8 redirected;
-	__u16 _pad;
+	__u8 bound; /* bind()-ed in the session: a server, not a client */
+	__u8 _pad;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
 	__type(key, int);
 	__type(value, struct net_sk_info);
 } net_sk SEC(".maps");
@@ -267,21 +255,56 @@ static __always_inline bool is_dns_listener(const struct net_session *s, const _
 	return false;
 }
 
-/* judge returns 0 when the session may reach a:port over protocol. */
-static __always_inline __u8 judge(__u64 cgid, const struct net_session *s, const __u32 a[4],
-				  __u16 port, __u8 protocol)
+/* loopback_owned reports whether the local socket that a:port reaches
+ * belongs to session cgid: found the way the stack will find it, so a port
+ * that a session closed and someone else re-bound is not the session's. */
+static __always_inline bool loopback_owned(void *ctx, __u64 cgid, const __u32 a[4], __u16 port,
+					   __u8 protocol, __u16 sport)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+	__u32 size;
+
+	if (is_v4mapped(a)) {
+		t.ipv4.saddr = a[3];
+		t.ipv4.daddr = a[3];
+		t.ipv4.sport = bpf_htons(sport);
+		t.ipv4.dport = bpf_htons(port);
+		size = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, a, 16);
+		__builtin_memcpy(t.ipv6.daddr, a, 16);
+		t.ipv6.sport = bpf_htons(sport);
+		t.ipv6.dport = bpf_htons(port);
+		size = sizeof(t.ipv6);
+	}
+	if (protocol == IPPROTO_UDP)
+		sk = bpf_sk_lookup_udp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
+	else if (protocol == IPPROTO_TCP)
+		sk = bpf_sk_lookup_tcp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
+	else
+		return false;
+	if (!sk)
+		return false;
+	struct net_sk_info *info = bpf_sk_storage_get(&net_sk, sk, 0, 0);
+	bool owned = info && info->owner == cgid;
+	bpf_sk_release(sk);
+	return owned;
+}
+
+/* judge returns 0 when the session may reach a:port over protocol; sport
+ * is the sender's own port (0 when not bound yet). */
+static __always_inline __u8 judge(void *ctx, __u64 cgid, const struct net_session *s,
+				  const __u32 a[4], __u16 port, __u8 protocol, __u16 sport)
 {
 	if (is_loopback(a)) {
 		if (is_dns_listener(s, a, port, protocol))
 			return 0;
 		if (s->loopback == NET_LOOPBACK_ALL)
 			return 0;
-		if (s->loopback == NET_LOOPBACK_SESSION) {
-			struct net_bound_key bk = {.port = port, .protocol = protocol};
-			struct net_bound_val *bv = bpf_map_lookup_elem(&net_bound, &bk);
-			if (bv && bv->cgid == cgid)
-				return 0;
-		}
+		if (s->loopback == NET_LOOPBACK_SESSION &&
+		    loopback_owned(ctx, cgid, a, port, protocol, sport))
+			return 0;
 		return NET_REASON_LOOPBACK;
 	}
 	if (s->mode == NET_MODE_NONE)
@@ -398,7 +421,11 @@ static __always_inline int on_sock_addr(struct bpf_sock_addr *ctx, bool v6, __u8
 	    (protocol == IPPROTO_UDP || protocol == IPPROTO_TCP))
 		return redirect_dns(ctx, s, cgid, a, v6, op);
 
-	__u8 reason = judge(cgid, s, a, port, protocol);
+	__u16 sport = 0;
+	struct bpf_sock *self = ctx->sk;
+	if (self)
+		sport = (__u16)self->src_port;
+	__u8 reason = judge(ctx, cgid, s, a, port, protocol, sport);
 	if (reason) {
 		emit(op, reason, cgid, a, port, ctx->family, protocol, ctx->type, true);
 		return 0;
@@ -467,34 +494,45 @@ int net_recvmsg6(struct bpf_sock_addr *ctx)
 	return on_recvmsg(ctx, true);
 }
 
+/* own marks sk as the session's; bound says it was bind()-ed there. */
+static __always_inline void own(struct bpf_sock *sk, __u64 cgid, bool bound)
+{
+	struct net_sk_info *info = bpf_sk_storage_get(&net_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!info)
+		return;
+	info->owner = cgid;
+	if (bound)
+		info->bound = 1;
+}
+
 SEC("cgroup/sock_create")
 int net_sock_create(struct bpf_sock *sk)
 {
 	__u64 cgid;
 	struct net_session *s = current_session(&cgid);
-	if (!s || s->mode == NET_MODE_FULL)
+	if (!s)
 		return 1;
-	/* Raw sockets forge any packet; ICMP ("ping") sockets carry data that
-	 * no port rule can describe. */
-	if (sk->type == SOCK_RAW || sk->protocol == IPPROTO_ICMP ||
-	    sk->protocol == IPPROTO_ICMPV6_) {
+	if (s->mode != NET_MODE_FULL &&
+	    (sk->type == SOCK_RAW || sk->protocol == IPPROTO_ICMP ||
+	     sk->protocol == IPPROTO_ICMPV6_)) {
+		/* Raw sockets forge any packet; ICMP ("ping") sockets carry
+		 * data that no port rule can describe. */
 		__u32 none[4] = {};
 		emit(NET_OP_SOCK_CREATE, NET_REASON_RAW_SOCKET, cgid, none, 0, sk->family,
 		     sk->protocol, sk->type, true);
 		return 0;
 	}
+	own(sk, cgid, false);
 	return 1;
 }
 
+/* post_bind also covers sockets the kernel creates for a session's socket
+ * (MPTCP subflows), which sock_create never sees. */
 static __always_inline int on_post_bind(struct bpf_sock *sk)
 {
 	__u64 cgid;
-	if (!current_session(&cgid))
-		return 1;
-	struct net_bound_key key = {.port = (__u16)sk->src_port, .protocol = sk->protocol};
-	struct net_bound_val val = {.cgid = cgid, .cookie = bpf_get_socket_cookie(sk)};
-	bpf_map_update_elem(&net_bound, &key, &val, BPF_ANY);
-	bpf_map_update_elem(&net_bound_by_cookie, &val.cookie, &key, BPF_ANY);
+	if (current_session(&cgid))
+		own(sk, cgid, true);
 	return 1;
 }
 
@@ -508,21 +546,6 @@ SEC("cgroup/post_bind6")
 int net_post_bind6(struct bpf_sock *sk)
 {
 	return on_post_bind(sk);
-}
-
-SEC("cgroup/sock_release")
-int net_sock_release(struct bpf_sock *sk)
-{
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	struct net_bound_key *key = bpf_map_lookup_elem(&net_bound_by_cookie, &cookie);
-	if (!key)
-		return 1;
-	struct net_bound_key k = *key;
-	struct net_bound_val *val = bpf_map_lookup_elem(&net_bound, &k);
-	if (val && val->cookie == cookie)
-		bpf_map_delete_elem(&net_bound, &k);
-	bpf_map_delete_elem(&net_bound_by_cookie, &cookie);
-	return 1;
 }
 
 SEC("cgroup_skb/egress")
@@ -581,16 +604,14 @@ int net_egress_floor(struct __sk_buff *skb)
 		    info->allowed_addr[0] == a[0] && info->allowed_addr[1] == a[1] &&
 		    info->allowed_addr[2] == a[2] && info->allowed_addr[3] == a[3])
 			return 1;
-	}
-	if (protocol == IPPROTO_TCP) {
-		/* Replies of a listener the session bound: accepted sockets are
-		 * never judged by connect. */
-		struct net_bound_key bk = {.port = sport, .protocol = IPPROTO_TCP};
-		struct net_bound_val *bv = bpf_map_lookup_elem(&net_bound, &bk);
-		if (bv && bv->cgid == cgid)
+		/* An accepted connection of a session server: a bound TCP
+		 * socket whose connect was never judged cannot have opened a
+		 * connection itself (connect, TFO and io_uring are all judged). */
+		if (0 && info && protocol == IPPROTO_TCP && info->bound && !info->allowed &&
+		    info->owner == cgid)
 			return 1;
 	}
-	__u8 reason = judge(cgid, s, a, dport, protocol);
+	__u8 reason = judge(skb, cgid, s, a, dport, protocol, sport);
 	if (!reason)
 		return 1;
 	emit(NET_OP_SKB_EGRESS, reason, cgid, a, dport, 0, protocol, 0, false);

@@ -88,18 +88,6 @@ struct net_allow_val {
 	struct net_port_range ranges[NET_MAX_RANGES];
 };
 
-/* net_bound key: a port bound by a session (loopback = session). */
-struct net_bound_key {
-	__u16 port; /* host byte order */
-	__u8 protocol;
-	__u8 _pad;
-};
-
-struct net_bound_val {
-	__u64 cgid;
-	__u64 cookie; /* socket cookie, so only that socket's release deletes it */
-};
-
 /* Ring-buffer record for every refusal. */
 struct net_event {
 	__u64 time_ns;  /* bpf_ktime_get_boot_ns */

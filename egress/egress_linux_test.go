@@ -113,19 +113,14 @@ func requireRoot(t testing.TB) {
 
 func cgroup2Mount(t testing.TB) string {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	mount, err := cgroup.Cgroup2Mount()
+	if errors.Is(err, cgroup.ErrNoCgroup2) {
+		t.Skipf("SKIP: sessions cannot exist here: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	m, err := cgroup.ParseMountinfo(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Cgroup2 == "" {
-		t.Skip("SKIP: no cgroup2 filesystem mounted (mountinfo); sessions cannot exist here")
-	}
-	return m.Cgroup2
+	return mount
 }
 
 func newFixture(t testing.TB, cfg Config) *fixture {
@@ -204,15 +199,15 @@ func (f *fixture) groupIn(t testing.TB, parent string, n *policy.Network) *testG
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
+	id, err := cgroup.ID(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	dirf, err := os.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testGroup{dir: dir, id: st.Ino, dirf: dirf}
+	s := &testGroup{dir: dir, id: id, dirf: dirf}
 	if n != nil {
 		if err := f.enf.AddSession(s.id, *n); err != nil {
 			t.Fatalf("AddSession: %v", err)
@@ -408,6 +403,8 @@ func TestAllowlistIPRules(t *testing.T) {
 		{name: "udp6 sendto mapped", op: "udp-sendto", args: []string{"[" + mapped(hostE).String() + "]:9"}, errno: perm, evOp: OpSendmsg, reason: ReasonNotAllowed, dest: ap(hostE, 9)},
 		{name: "connected udp", op: "udp-connect", args: []string{ap(hostE, 9)}, errno: perm, evOp: OpConnect, reason: ReasonNotAllowed, dest: ap(hostE, 9)},
 		{name: "tcp fast open", op: "tfo", args: []string{ap(hostE, 8080)}, errno: perm, evOp: OpConnect, reason: ReasonNotAllowed, dest: ap(hostE, 8080)},
+		{name: "mptcp allowed", op: "mptcp", args: []string{ap(hostA, 8080)}},
+		{name: "mptcp refused", op: "mptcp", args: []string{ap(hostE, 8080)}, errno: perm, evOp: OpConnect, reason: ReasonNotAllowed, dest: ap(hostE, 8080)},
 		{name: "raw socket", op: "raw", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
 		{name: "ping socket", op: "ping", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
 		{name: "metadata", op: "tcp", args: []string{ap(metadata, 80)}, errno: perm, evOp: OpConnect, reason: ReasonGuarded, dest: ap(metadata, 80)},
@@ -489,6 +486,22 @@ func TestEgressFloorCatchesPassedSocket(t *testing.T) {
 	}); !ok {
 		t.Error("no egress floor event")
 	}
+}
+
+// io_uring's IORING_OP_CONNECT does not go through connect(2); the cgroup
+// hooks must judge it all the same.
+func TestIOUringConnect(t *testing.T) {
+	f := newFixture(t, Config{})
+	listen(t, ap(hostA, 8080), ap(hostB, 8080))
+	s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.PrefixFrom(hostA, 32)}}})
+	if r := run(t, nil, "uring-connect", ap(hostA, 8080)); r.Errno == "uring-unavailable" {
+		t.Skipf("SKIP: io_uring is unavailable to this process, io_uring connects cannot be tested: %s", r.Err)
+	}
+	runCases(t, f, s, []netCase{
+		{name: "allowed", op: "uring-connect", args: []string{ap(hostA, 8080)}},
+		{name: "refused", op: "uring-connect", args: []string{ap(hostB, 8080)}, errno: "EPERM", evOp: OpConnect, reason: ReasonNotAllowed, dest: ap(hostB, 8080)},
+	})
 }
 
 func TestPolicyModes(t *testing.T) {
@@ -573,10 +586,59 @@ func TestLoopback(t *testing.T) {
 			c := []netCase{
 				{name: "foreign listener", op: "tcp", args: []string{foreign}, errno: tc.foreign, evOp: OpConnect, reason: ReasonLoopback, dest: foreign},
 				{name: "session's own listener", op: "listen-connect", errno: tc.self, evOp: OpConnect, reason: ReasonLoopback},
+				{name: "session's own udp server", op: "udp-loopback-echo", errno: tc.self, evOp: OpSendmsg, reason: ReasonLoopback},
 			}
 			runCases(t, f, s, c)
 		})
 	}
+}
+
+// A session's server answers clients outside the session, and a port the
+// session closed stops being the session's once someone else binds it.
+func TestLoopbackSessionServerAndStalePort(t *testing.T) {
+	f := newFixture(t, Config{})
+	s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackSession})
+
+	t.Run("server replies to an outside client", func(t *testing.T) {
+		cmd := helperCmd(s, "serve-once", "127.0.0.1:0")
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		lines := bufio.NewScanner(stdout)
+		var r helperResult
+		if !lines.Scan() || json.Unmarshal(lines.Bytes(), &r) != nil || r.Errno != "" {
+			t.Fatalf("server did not start: %+v", r)
+		}
+		c, err := net.DialTimeout("tcp", r.Extra, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		echo, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || echo != "hello\n" {
+			t.Fatalf("echo from the session's server: %q, %v", echo, err)
+		}
+	})
+
+	t.Run("re-bound port is not the session's", func(t *testing.T) {
+		r := run(t, s, "listen-close")
+		if r.Errno != "" {
+			t.Fatal(r.Err)
+		}
+		ln, err := net.Listen("tcp", r.Extra)
+		if err != nil {
+			t.Skipf("SKIP: cannot re-bind %s for the stale-port check: %v", r.Extra, err)
+		}
+		defer ln.Close()
+		runCases(t, f, s, []netCase{{name: "connect", op: "tcp", args: []string{r.Extra}, errno: "EPERM",
+			evOp: OpConnect, reason: ReasonLoopback, dest: r.Extra}})
+	})
 }
 
 // testZone is the upstream the resolver forwards to in tests.

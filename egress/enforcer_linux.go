@@ -87,7 +87,6 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		{"sock_create", e.objs.NetSockCreate, ebpf.AttachCGroupInetSockCreate},
 		{"post_bind4", e.objs.NetPostBind4, ebpf.AttachCGroupInet4PostBind},
 		{"post_bind6", e.objs.NetPostBind6, ebpf.AttachCGroupInet6PostBind},
-		{"sock_release", e.objs.NetSockRelease, ebpf.AttachCgroupInetSockRelease},
 		{"egress floor", e.objs.NetEgressFloor, ebpf.AttachCGroupInetEgress},
 	}
 	for _, a := range attachments {
@@ -259,25 +258,6 @@ func (e *Enforcer) forget(cgroupID uint64, s *session) error {
 		key := allowKey(cgroupID, k)
 		if err := e.objs.NetAllow.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete allow entry: %w", err))
-		}
-	}
-	var (
-		bk    loader.NetNetBoundKey
-		bv    loader.NetNetBoundVal
-		stale []loader.NetNetBoundKey
-	)
-	it := e.objs.NetBound.Iterate()
-	for it.Next(&bk, &bv) {
-		if bv.Cgid == cgroupID {
-			stale = append(stale, bk)
-		}
-	}
-	if err := it.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("iterate bound ports: %w", err))
-	}
-	for i := range stale {
-		if err := e.objs.NetBound.Delete(&stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("delete bound port: %w", err))
 		}
 	}
 	if s.dns != nil {

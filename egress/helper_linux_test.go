@@ -95,7 +95,46 @@ func runHelper(op string) int {
 			c.Close()
 		}
 		ln.Close()
+		r := resultOf(err)
+		r.Extra = ln.Addr().String()
+		emit(r)
+	case "serve-once":
+		// Listens on args[0], reports the address, echoes one line for
+		// one client: the session as a server.
+		ln, err := net.Listen("tcp", args[0])
+		if err != nil {
+			emit(resultOf(err))
+			break
+		}
+		emit(helperResult{Extra: ln.Addr().String()})
+		c, err := ln.Accept()
+		if err == nil {
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			var line string
+			line, err = bufio.NewReader(c).ReadString('\n')
+			if err == nil {
+				_, err = c.Write([]byte(line))
+			}
+			c.Close()
+		}
+		ln.Close()
 		emit(resultOf(err))
+	case "listen-close":
+		// Binds a port and closes it again, reporting the port.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			emit(resultOf(err))
+			break
+		}
+		ln.Close()
+		emit(helperResult{Extra: ln.Addr().String()})
+	case "mptcp":
+		// Multipath TCP (Go listeners use it by default): the kernel makes
+		// the subflow sockets itself.
+		emit(resultOf(mptcpConnect(args[0])))
+	case "udp-loopback-echo":
+		// A UDP server and an auto-bound client, both in the session.
+		emit(resultOf(udpLoopbackEcho()))
 	case "resolve-connect":
 		// args: name, port
 		addrs, err := lookup(args[0])
@@ -146,6 +185,13 @@ func runHelper(op string) int {
 		// args: server ip:port, name, "udp"|"udp4"|"udp6"|"tcp". Reports the answer's
 		// addresses and, for UDP, the source address the reply came from.
 		emit(dnsQuery(args[0], args[1], args[2]))
+	case "uring-connect":
+		err := uringConnect(args[0])
+		r := resultOf(err)
+		if errors.Is(err, errUringUnavailable) {
+			r.Errno = "uring-unavailable"
+		}
+		emit(r)
 	case "udp-socket-fd":
 		// Hands a UDP socket created here (in the session) to the parent
 		// over fd 3, the unix socket the test passed in.
@@ -282,4 +328,47 @@ func dnsQuery(server, name, network string) helperResult {
 		}
 	}
 	return r
+}
+
+func udpLoopbackEcho() error {
+	srv, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	cli, err := net.ListenPacket("udp4", "") // bound on first send
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	srv.SetDeadline(time.Now().Add(3 * time.Second))
+	cli.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := cli.WriteTo([]byte("ping"), srv.LocalAddr()); err != nil {
+		return err
+	}
+	buf := make([]byte, 16)
+	_, from, err := srv.ReadFrom(buf)
+	if err != nil {
+		return err
+	}
+	if _, err := srv.WriteTo([]byte("pong"), from); err != nil {
+		return err
+	}
+	_, _, err = cli.ReadFrom(buf)
+	return err
+}
+
+const ipprotoMPTCP = 262
+
+func mptcpConnect(target string) error {
+	family, sa, err := sockaddr(target)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM, ipprotoMPTCP)
+	if err != nil {
+		return fmt.Errorf("mptcp unavailable: %w", err)
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, sa)
 }

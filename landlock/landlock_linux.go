@@ -129,6 +129,8 @@ func Plan(c *policy.Compiled, abi int) (*Ruleset, []string, error) {
 		r.RestrictFlags = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
 	}
 	if !c.FilesystemRules {
+		// external-sandbox: deny-read is left to the mount layer
+		// (PlanMounts).
 		return r, warnings, nil
 	}
 	if abi < MinABI {

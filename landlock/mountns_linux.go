@@ -28,8 +28,10 @@ type MountPlan struct {
 	// (e.g. a repository's .git) bound onto themselves read-write, so they
 	// cannot be renamed away and replaced by an unprotected copy.
 	Pinned []string `json:"pinned"`
-	// Masked are deny-read anchors inside writable roots, hidden under an
-	// empty read-only tmpfs (directories) or /dev/null (files).
+	// Masked are deny-read entries Landlock cannot exclude (inside
+	// writable roots, matching a deny-read glob, or every existing anchor
+	// in external-sandbox mode), hidden under an empty read-only tmpfs
+	// (directories) or a read-only /dev/null (files).
 	Masked []string `json:"masked"`
 	// ReadOnly are kernel interfaces a session must not write: /sys (with
 	// cgroupfs, bpffs, securityfs below it), /proc/sys, and any cgroup or
@@ -45,7 +47,29 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 		return m, err
 	}
 	m.ReadOnly = ro
+	if c.Mode == policy.ModeFullAccess {
+		return m, nil
+	}
+	if rs != nil {
+		m.Masked = append(m.Masked, rs.Masked...)
+	}
+	for _, g := range c.DenyReadGlobs {
+		matches, err := globMatches(g, maxGlobWalk)
+		if err != nil {
+			return m, err
+		}
+		m.Masked = append(m.Masked, matches...)
+	}
 	if !c.FilesystemRules {
+		// external-sandbox: the outer sandbox owns the filesystem, but
+		// credentials stay unreadable. Splitting reads with Landlock would
+		// make files created during the session in those directories
+		// unreadable too, so existing anchors are hidden instead.
+		for _, a := range c.DenyRead {
+			if a.Exists {
+				m.Masked = append(m.Masked, a.Path)
+			}
+		}
 		return m, nil
 	}
 	pinned := map[string]bool{}
@@ -84,16 +108,6 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 		m.Pinned = append(m.Pinned, p)
 	}
 	sort.Strings(m.Pinned)
-	if rs != nil {
-		m.Masked = append(m.Masked, rs.Masked...)
-	}
-	for _, g := range c.DenyReadGlobs {
-		matches, err := globMatches(g, maxGlobWalk)
-		if err != nil {
-			return m, err
-		}
-		m.Masked = append(m.Masked, matches...)
-	}
 	return m, nil
 }
 

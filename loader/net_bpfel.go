@@ -28,19 +28,6 @@ type NetNetAllowVal struct {
 	Ranges    [16]NetNetPortRange
 }
 
-type NetNetBoundKey struct {
-	_        structs.HostLayout
-	Port     uint16
-	Protocol uint8
-	Pad      uint8
-}
-
-type NetNetBoundVal struct {
-	_      structs.HostLayout
-	Cgid   uint64
-	Cookie uint64
-}
-
 type NetNetEvent struct {
 	_        structs.HostLayout
 	TimeNs   uint64
@@ -81,38 +68,37 @@ type NetNetSession struct {
 
 type NetNetSkInfo struct {
 	_           structs.HostLayout
+	Owner       uint64
 	AllowedAddr [4]uint32
 	OrigAddr    [4]uint32
 	AllowedPort uint16
 	OrigPort    uint16
 	Allowed     uint8
 	Redirected  uint8
-	Pad         uint16
+	Bound       uint8
+	Pad         uint8
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	NetMapNetAllow         = "net_allow"
-	NetMapNetBound         = "net_bound"
-	NetMapNetBoundByCookie = "net_bound_by_cookie"
-	NetMapNetEvents        = "net_events"
-	NetMapNetEventsLost    = "net_events_lost"
-	NetMapNetSessions      = "net_sessions"
-	NetMapNetSk            = "net_sk"
-	NetProgNetConnect4     = "net_connect4"
-	NetProgNetConnect6     = "net_connect6"
-	NetProgNetEgressFloor  = "net_egress_floor"
-	NetProgNetPostBind4    = "net_post_bind4"
-	NetProgNetPostBind6    = "net_post_bind6"
-	NetProgNetRecvmsg4     = "net_recvmsg4"
-	NetProgNetRecvmsg6     = "net_recvmsg6"
-	NetProgNetSendmsg4     = "net_sendmsg4"
-	NetProgNetSendmsg6     = "net_sendmsg6"
-	NetProgNetSockCreate   = "net_sock_create"
-	NetProgNetSockRelease  = "net_sock_release"
-	NetVarUnusedNetEvent   = "unused_net_event"
+	NetMapNetAllow        = "net_allow"
+	NetMapNetEvents       = "net_events"
+	NetMapNetEventsLost   = "net_events_lost"
+	NetMapNetSessions     = "net_sessions"
+	NetMapNetSk           = "net_sk"
+	NetProgNetConnect4    = "net_connect4"
+	NetProgNetConnect6    = "net_connect6"
+	NetProgNetEgressFloor = "net_egress_floor"
+	NetProgNetPostBind4   = "net_post_bind4"
+	NetProgNetPostBind6   = "net_post_bind6"
+	NetProgNetRecvmsg4    = "net_recvmsg4"
+	NetProgNetRecvmsg6    = "net_recvmsg6"
+	NetProgNetSendmsg4    = "net_sendmsg4"
+	NetProgNetSendmsg6    = "net_sendmsg6"
+	NetProgNetSockCreate  = "net_sock_create"
+	NetVarUnusedNetEvent  = "unused_net_event"
 )
 
 // LoadNet returns the embedded CollectionSpec for Net.
@@ -167,20 +153,17 @@ type NetProgramSpecs struct {
 	NetSendmsg4    *ebpf.ProgramSpec `ebpf:"net_sendmsg4"`
 	NetSendmsg6    *ebpf.ProgramSpec `ebpf:"net_sendmsg6"`
 	NetSockCreate  *ebpf.ProgramSpec `ebpf:"net_sock_create"`
-	NetSockRelease *ebpf.ProgramSpec `ebpf:"net_sock_release"`
 }
 
 // NetMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type NetMapSpecs struct {
-	NetAllow         *ebpf.MapSpec `ebpf:"net_allow"`
-	NetBound         *ebpf.MapSpec `ebpf:"net_bound"`
-	NetBoundByCookie *ebpf.MapSpec `ebpf:"net_bound_by_cookie"`
-	NetEvents        *ebpf.MapSpec `ebpf:"net_events"`
-	NetEventsLost    *ebpf.MapSpec `ebpf:"net_events_lost"`
-	NetSessions      *ebpf.MapSpec `ebpf:"net_sessions"`
-	NetSk            *ebpf.MapSpec `ebpf:"net_sk"`
+	NetAllow      *ebpf.MapSpec `ebpf:"net_allow"`
+	NetEvents     *ebpf.MapSpec `ebpf:"net_events"`
+	NetEventsLost *ebpf.MapSpec `ebpf:"net_events_lost"`
+	NetSessions   *ebpf.MapSpec `ebpf:"net_sessions"`
+	NetSk         *ebpf.MapSpec `ebpf:"net_sk"`
 }
 
 // NetVariableSpecs contains global variables before they are loaded into the kernel.
@@ -210,20 +193,16 @@ func (o *NetObjects) Close() error {
 //
 // It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NetMaps struct {
-	NetAllow         *ebpf.Map `ebpf:"net_allow"`
-	NetBound         *ebpf.Map `ebpf:"net_bound"`
-	NetBoundByCookie *ebpf.Map `ebpf:"net_bound_by_cookie"`
-	NetEvents        *ebpf.Map `ebpf:"net_events"`
-	NetEventsLost    *ebpf.Map `ebpf:"net_events_lost"`
-	NetSessions      *ebpf.Map `ebpf:"net_sessions"`
-	NetSk            *ebpf.Map `ebpf:"net_sk"`
+	NetAllow      *ebpf.Map `ebpf:"net_allow"`
+	NetEvents     *ebpf.Map `ebpf:"net_events"`
+	NetEventsLost *ebpf.Map `ebpf:"net_events_lost"`
+	NetSessions   *ebpf.Map `ebpf:"net_sessions"`
+	NetSk         *ebpf.Map `ebpf:"net_sk"`
 }
 
 func (m *NetMaps) Close() error {
 	return _NetClose(
 		m.NetAllow,
-		m.NetBound,
-		m.NetBoundByCookie,
 		m.NetEvents,
 		m.NetEventsLost,
 		m.NetSessions,
@@ -252,7 +231,6 @@ type NetPrograms struct {
 	NetSendmsg4    *ebpf.Program `ebpf:"net_sendmsg4"`
 	NetSendmsg6    *ebpf.Program `ebpf:"net_sendmsg6"`
 	NetSockCreate  *ebpf.Program `ebpf:"net_sock_create"`
-	NetSockRelease *ebpf.Program `ebpf:"net_sock_release"`
 }
 
 func (p *NetPrograms) Close() error {
@@ -267,7 +245,6 @@ func (p *NetPrograms) Close() error {
 		p.NetSendmsg4,
 		p.NetSendmsg6,
 		p.NetSockCreate,
-		p.NetSockRelease,
 	)
 }
 

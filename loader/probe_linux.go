@@ -36,6 +36,12 @@ func probeBPFLSM() error {
 		return fmt.Errorf("bpf-lsm probe: parse embedded object: %w", err)
 	}
 	prog, err := newProgram(spec, probeProgProbeLsmFileOpen)
+	if errors.Is(err, unix.EPERM) {
+		// cilium/ebpf suggests RLIMIT_MEMLOCK on EPERM; newProgram has
+		// already lifted it, so point at the real suspects instead.
+		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: refused with EPERM although RLIMIT_MEMLOCK is unlimited "+
+			"(needs CAP_BPF and CAP_MAC_ADMIN as root; some kernels or hypervisor sandboxes forbid LSM programs): %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: %w", err)
 	}

@@ -200,3 +200,29 @@ func TestProtectedRegexSemantics(t *testing.T) {
 		}
 	}
 }
+
+// TestDenyReadGlobSemantics evaluates the .env* glob rule (include minus
+// exclude, final component only) with Go's regexp.
+func TestDenyReadGlobSemantics(t *testing.T) {
+	prof, err := Generate(workspaceWrite(), Options{SessionID: testSession})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`\(deny file-read\* file-write\* \(require-all \(subpath \(param "DENY_GLOB_WITHIN_0"\)\) \(regex #"([^"]*)"\) \(require-not \(regex #"([^"]*)"\)\)\)`)
+	m := line.FindStringSubmatch(prof.Text)
+	if m == nil {
+		t.Fatal("deny-read glob rule not found")
+	}
+	inc, exc := regexp.MustCompile(m[1]), regexp.MustCompile(m[2])
+	denied := func(p string) bool { return inc.MatchString(p) && !exc.MatchString(p) }
+	for _, p := range []string{"/w/.env", "/w/.env.local", "/w/sub/.env.production"} {
+		if !denied(p) {
+			t.Errorf("%s readable", p)
+		}
+	}
+	for _, p := range []string{"/w/.env.example", "/w/env", "/w/x.env", "/w/.envrc/x", "/w/src/main.go"} {
+		if denied(p) {
+			t.Errorf("%s denied", p)
+		}
+	}
+}

@@ -222,6 +222,7 @@ func (g *generator) external() error {
 			return fmt.Errorf("%w: network allowlist needs the supervisor's proxy port (Seatbelt cannot filter remote hosts)", ErrUnsupportedPolicy)
 		}
 		keep = append(keep, `(remote ip "localhost:`+strconv.Itoa(int(g.opts.ProxyPort))+`")`)
+		g.warns = append(g.warns, "network allowlist on macOS is enforced by the supervisor's proxy on localhost:"+strconv.Itoa(int(g.opts.ProxyPort))+"; Seatbelt only confines the session to that port")
 	default:
 		return fmt.Errorf("unknown network policy %q", net.Policy)
 	}
@@ -599,8 +600,11 @@ func (g *generator) network(roots []string) error {
 		g.line(`(allow network-outbound (remote ip "localhost:` + strconv.Itoa(int(g.opts.ProxyPort)) + `"))`)
 		g.warns = append(g.warns, "network allowlist on macOS is enforced by the supervisor's proxy on localhost:"+strconv.Itoa(int(g.opts.ProxyPort))+"; Seatbelt only confines the session to that port")
 	case policy.NetFull:
-		g.line("(allow network*)")
-		g.line("(allow system-socket)")
+		// Not (allow network*): that would also open every Unix-domain
+		// socket (docker.sock, ssh-agent), which stay denied unless listed.
+		g.line(`(allow network-outbound (remote ip "*:*"))`)
+		g.line(`(allow network-bind network-inbound (local ip "*:*"))`)
+		g.line("(allow system-socket (socket-domain AF_INET) (socket-domain AF_INET6))")
 		g.line(`(allow network-outbound (remote unix-socket (literal "/private/var/run/mDNSResponder")))`)
 		g.line("(allow mach-lookup")
 		for _, name := range []string{"com.apple.dnssd.service", "com.apple.trustd.agent", "com.apple.ocspd", "com.apple.networkd"} {
@@ -609,6 +613,10 @@ func (g *generator) network(roots []string) error {
 		g.line(")")
 	default:
 		return fmt.Errorf("unknown network policy %q", net.Policy)
+	}
+	if net.Policy == policy.NetFull && net.Loopback != policy.LoopbackAll {
+		// Later rules win in SBPL: take loopback back out of "*:*".
+		g.line(`(deny network-outbound (remote ip "localhost:*") ` + g.message("loopback", "loopback "+string(net.Loopback)) + ")")
 	}
 	return nil
 }

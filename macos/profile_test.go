@@ -464,3 +464,52 @@ func TestGlobRegex(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkRules checks the network decisions of each setting directly,
+// independent of the golden files.
+func TestNetworkRules(t *testing.T) {
+	tests := []struct {
+		name     string
+		net      policy.Network
+		port     uint16
+		want     []string
+		wantNot  []string
+		warnings int
+	}{
+		{name: "none", net: policy.Network{Policy: policy.NetNone, Loopback: policy.LoopbackNone},
+			wantNot: []string{`(remote ip "*:*")`, `(remote ip "localhost:`, "(allow network*)", `(local ip "*:*")`}},
+		{name: "none loopback all", net: policy.Network{Policy: policy.NetNone, Loopback: policy.LoopbackAll},
+			want: []string{`(allow network-outbound (remote ip "localhost:*"))`}, wantNot: []string{`(allow network-outbound (remote ip "*:*"))`}},
+		{name: "allowlist via proxy", net: policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone}, port: 8443,
+			want: []string{`(allow network-outbound (remote ip "localhost:8443"))`}, wantNot: []string{`(remote ip "*:*")`, `"localhost:*"`}, warnings: 1},
+		{name: "full keeps unix sockets closed", net: policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackAll},
+			want: []string{`(allow network-outbound (remote ip "*:*"))`}, wantNot: []string{"(allow network*)", `(deny network-outbound (remote ip "localhost:*")`}},
+		{name: "full without loopback", net: policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackNone},
+			want: []string{`(allow network-outbound (remote ip "*:*"))`, `(deny network-outbound (remote ip "localhost:*") (with message`}},
+		{name: "loopback session fails closed", net: policy.Network{Policy: policy.NetNone, Loopback: policy.LoopbackSession},
+			wantNot: []string{`(allow network-outbound (remote ip "localhost:*"))`}, warnings: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := workspaceWrite()
+			c.Network = tt.net
+			prof, err := Generate(c, Options{SessionID: testSession, ProxyPort: tt.port})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(prof.Text, w) {
+					t.Errorf("profile lacks %s", w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(prof.Text, w) {
+					t.Errorf("profile contains %s", w)
+				}
+			}
+			if len(prof.Warnings) != tt.warnings {
+				t.Errorf("warnings = %q, want %d", prof.Warnings, tt.warnings)
+			}
+		})
+	}
+}

@@ -116,21 +116,38 @@ func startLogStream(ctx context.Context) (*logStream, error) {
 	}
 	s := &logStream{cmd: cmd, lines: bufio.NewScanner(out)}
 	s.lines.Buffer(make([]byte, 64<<10), 1<<20)
-	// log(1) prints its "Filtering the log data using ..." banner once the
-	// stream is attached; only then are later denials guaranteed to reach us.
+	// The stream is live once it delivers a line: log(1)'s "Filtering the
+	// log data" banner if it prints one in this style, or else the denial
+	// of a probe that the kernel logs through the same predicate. Only
+	// then are the command's denials guaranteed to reach us.
 	ready := make(chan bool, 1)
 	go func() { ready <- s.lines.Scan() }()
-	select {
-	case ok := <-ready:
-		if !ok {
+	probe := time.NewTicker(500 * time.Millisecond)
+	defer probe.Stop()
+	deadline := time.After(logReadyTimeout)
+	for {
+		select {
+		case ok := <-ready:
+			if !ok {
+				s.stop()
+				return nil, fmt.Errorf("seatbelt audit: %s stream ended before it was ready: %v", LogPath, s.lines.Err())
+			}
+			return s, nil
+		case <-probe.C:
+			provokeDenial(ctx)
+		case <-deadline:
 			s.stop()
-			return nil, fmt.Errorf("seatbelt audit: %s stream ended before it was ready: %v", LogPath, s.lines.Err())
+			return nil, fmt.Errorf("seatbelt audit: %s stream not ready after %s; refusing to run without audit", LogPath, logReadyTimeout)
 		}
-	case <-time.After(logReadyTimeout):
-		s.stop()
-		return nil, fmt.Errorf("seatbelt audit: %s stream not ready after %s; refusing to run without audit", LogPath, logReadyTimeout)
 	}
-	return s, nil
+}
+
+// provokeDenial runs a profile that denies exec, so the kernel logs one
+// Sandbox denial. Its tag names no session and its pid is in no session's
+// tree, so the forwarder drops it.
+func provokeDenial(ctx context.Context) {
+	probe := exec.CommandContext(ctx, SandboxExecPath, "-p", `(version 1) (deny default (with message "oxs probe"))`, "--", "/usr/bin/true")
+	_ = probe.Run()
 }
 
 func (s *logStream) stop() {

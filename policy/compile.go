@@ -267,7 +267,7 @@ func compile(m *merged, opts LoadOptions, ws Anchor, wsSrc string) (*Compiled, e
 		c.ProtectedPatterns = append(c.ProtectedPatterns, ProtectedPattern{Components: comps, Type: EntryAny, Source: src})
 	}
 	if c.FilesystemRules && c.Mode == ModeWorkspaceWrite {
-		sc := scanner{c: c, warn: opts}
+		sc := scanner{c: c, warn: opts, limit: maxScanEntries}
 		for _, a := range explicit {
 			if err := sc.protectExplicit(a); err != nil {
 				return nil, err
@@ -383,6 +383,7 @@ type scanner struct {
 	c       *Compiled
 	warn    LoadOptions
 	entries int
+	limit   int
 }
 
 func (s *scanner) addPath(a Anchor) {
@@ -436,9 +437,9 @@ func (s *scanner) scan(root string) error {
 			return nil
 		}
 		s.entries++
-		if s.entries > maxScanEntries {
+		if s.entries > s.limit {
 			s.c.ProtectedPathsComplete = false
-			fmt.Fprintf(s.warn.Warn, "oxsupervise: warning: stopped scanning %s for protected entries after %d entries; protection of not-yet-listed entries relies on name patterns\n", root, maxScanEntries)
+			fmt.Fprintf(s.warn.Warn, "oxsupervise: warning: stopped scanning %s for protected entries after %d entries; protection of not-yet-listed entries relies on name patterns\n", root, s.limit)
 			return fs.SkipAll
 		}
 		rel, _ := filepath.Rel(root, path)

@@ -856,3 +856,28 @@ func TestExplicitProtectedPaths(t *testing.T) {
 		t.Errorf("not-yet-existing protected path marked existing")
 	}
 }
+
+func TestScanBound(t *testing.T) {
+	f := newFixture(t)
+	for i := range 20 {
+		f.write(t, filepath.Join("ws", "d", strings.Repeat("x", i+1)), "")
+	}
+	f.mkdir(t, "ws/zz/.git/hooks")
+	var warn bytes.Buffer
+	c := &Compiled{ProtectedPatterns: defaultProtectedPatterns("escalation"), ProtectedPathsComplete: true}
+	sc := scanner{c: c, warn: LoadOptions{Warn: &warn}, limit: 5}
+	if err := sc.scan(f.ws); err != nil {
+		t.Fatal(err)
+	}
+	if c.ProtectedPathsComplete || !strings.Contains(warn.String(), "stopped scanning") {
+		t.Errorf("bound not reported: complete=%t warn=%q", c.ProtectedPathsComplete, warn.String())
+	}
+	sc = scanner{c: c, warn: LoadOptions{Warn: &warn}, limit: maxScanEntries}
+	c.ProtectedPathsComplete = true
+	if err := sc.scan(f.ws); err != nil {
+		t.Fatal(err)
+	}
+	if !c.ProtectedPathsComplete || !slices.Contains(paths(c.ProtectedPaths), filepath.Join(f.ws, "zz/.git/hooks")) {
+		t.Errorf("full scan: complete=%t paths=%v", c.ProtectedPathsComplete, paths(c.ProtectedPaths))
+	}
+}

@@ -34,6 +34,9 @@ type AttachOptions struct {
 	Unavailable    map[string]bool
 	Cgroup         cgroup.Config
 	Registry       Registry
+	// Layers are applied to the session cgroup before any process moves
+	// in. With a bpf-lsm layer among them, filesystem rules apply.
+	Layers []SessionLayer
 }
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
@@ -149,7 +152,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := checkAttachable(opts); err != nil {
 		return nil, err
 	}
-	if opts.Policy.FilesystemRules {
+	if opts.Policy.FilesystemRules && !hasLayer(opts.Layers, LayerBPFLSM) {
 		lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
 		if !opts.Unavailable[LayerBPFLSM] {
 			lsmErr = loader.ProbeBPFLSM()
@@ -175,7 +178,13 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
+	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy})
+	if err != nil {
+		group.Remove(context.Background())
+		return nil, err
+	}
 	if err := group.Freeze(ctx); err != nil {
+		undoLayers(context.Background())
 		group.Remove(context.Background())
 		return nil, &BoundaryError{LayerCgroup, err}
 	}
@@ -189,6 +198,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 			os.WriteFile(mount+from+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0)
 		}
 		group.Thaw(context.Background())
+		undoLayers(context.Background())
 		group.Remove(context.Background())
 	}
 	if err := moveTree(ctx, group, opts, origins, warn); err != nil {
@@ -204,6 +214,9 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 		ID: id, Kind: KindAttach, PID: opts.PID, UID: opts.CallerUID, Mode: string(opts.Policy.Mode),
 		Cgroup: group.Path, CgroupID: group.CgroupID, Layers: []string{LayerCgroup},
 		PolicyDigest: digest, Started: time.Now().UTC(),
+	}
+	for _, l := range opts.Layers {
+		e.Layers = append(e.Layers, l.Name())
 	}
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", opts.PID)); err == nil {
 		e.Command = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")

@@ -248,3 +248,44 @@ func TestAttachRefuses(t *testing.T) {
 		t.Errorf("stop of a missing session: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+func TestStopRunSession(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	e := newEnv(t)
+	marker := fmt.Sprintf("oxs-stop-test-%d", time.Now().UnixNano())
+	cmd := exec.Command(bin, "run", "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"), "--", "sh", "-c", "sleep 100", marker)
+	cmd.Dir = e.ws
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		r := e.run(t, nil, "sessions", "--json")
+		var list []struct {
+			ID      string   `json:"id"`
+			Command []string `json:"command"`
+			State   string   `json:"state"`
+		}
+		json.Unmarshal([]byte(r.stdout), &list)
+		for _, s := range list {
+			if len(s.Command) == 4 && s.Command[3] == marker && s.State == "running" {
+				id = s.ID
+			}
+		}
+	}
+	if id == "" {
+		t.Fatal("the run session never showed up in sessions --json")
+	}
+	if r := e.run(t, nil, "stop", id); r.code != 0 {
+		t.Fatalf("stop: exit %d: %s", r.code, r.stderr)
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+9 {
+		t.Errorf("run exited %d after stop, want %d (its command was SIGKILLed)", code, 128+9)
+	}
+	if r := e.run(t, nil, "sessions", "--json"); strings.Contains(r.stdout, id) {
+		t.Errorf("session %s still listed after stop:\n%s", id, r.stdout)
+	}
+}

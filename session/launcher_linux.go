@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -76,7 +78,7 @@ func LauncherMain() int {
 		return code
 	}
 	specFile := os.NewFile(specFD, "spec")
-	if specFile == nil || status == nil {
+	if !fdOpen(specFD) || !fdOpen(statusFD) {
 		fmt.Fprintln(os.Stderr, "oxsupervise: the launcher is internal and only started by `oxsupervise run`")
 		return 125
 	}
@@ -112,7 +114,7 @@ func buildBoundary(spec *LaunchSpec) (string, error) {
 	// Every inherited descriptor beyond stdio (and the ruleset and status
 	// fds) disappears at exec: sockets or files opened outside the session
 	// would bypass its rules.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	if err := cloexecFrom(3); err != nil {
 		return LayerMountNS, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
 	}
 	if err := dropPrivileges(spec); err != nil {
@@ -180,7 +182,7 @@ func dropPrivileges(spec *LaunchSpec) error {
 	}
 	var gp uintptr
 	if len(groups) > 0 {
-		gp = uintptr(unsafePointer(&groups[0]))
+		gp = uintptr(unsafe.Pointer(&groups[0]))
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); errno != 0 {
 		return fmt.Errorf("setgroups %v: %w", spec.Groups, errno)
@@ -190,6 +192,34 @@ func dropPrivileges(spec *LaunchSpec) error {
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); errno != 0 {
 		return fmt.Errorf("setresuid %d: %w", spec.UID, errno)
+	}
+	return nil
+}
+
+func fdOpen(fd int) bool {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil
+}
+
+// cloexecFrom marks every descriptor >= first close-on-exec; before Linux
+// 5.11 (no CLOSE_RANGE_CLOEXEC) it walks /proc/self/fd.
+func cloexecFrom(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil || (err != unix.ENOSYS && err != unix.EINVAL) {
+		return err
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < first {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && err != unix.EBADF {
+			return fmt.Errorf("fd %d: %w", fd, err)
+		}
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/policy"
 )
 
 // Layer names, as they appear in messages, registry entries and audit
@@ -56,3 +59,61 @@ type ExecError struct {
 func (e *ExecError) Error() string { return e.Err.Error() }
 
 func (e *ExecError) Unwrap() error { return e.Err }
+
+// SessionInfo is what a SessionLayer needs to know about a session.
+type SessionInfo struct {
+	ID         string
+	CgroupPath string
+	// CgroupID is what bpf_get_current_cgroup_id returns inside the
+	// session: the key of per-session BPF map entries.
+	CgroupID uint64
+	Policy   *policy.Compiled
+}
+
+// SessionLayer is an enforcement layer applied to the session from the
+// outside, keyed by its cgroup: BPF-LSM filesystem rules and cgroup BPF
+// network rules. Run and Attach apply every layer after the session group
+// exists and before any process enters it; a layer that fails stops the
+// session from starting (exit 125 naming Name). Landlock and the mount
+// namespace are not SessionLayers: they can only be built from inside, by
+// the launcher.
+type SessionLayer interface {
+	Name() string
+	// Apply installs the layer for s. The returned teardown (may be nil)
+	// is called when a run session ends; attach sessions outlive the
+	// command, so their layers must persist on their own (pinned maps)
+	// and are removed by the daemon or `stop`.
+	Apply(ctx context.Context, s SessionInfo) (teardown func(context.Context) error, err error)
+}
+
+// applyLayers applies layers in order; on failure it tears down those
+// already applied and returns a *BoundaryError.
+func applyLayers(ctx context.Context, layers []SessionLayer, s SessionInfo) (func(context.Context), error) {
+	var teardowns []func(context.Context) error
+	undo := func(ctx context.Context) {
+		for i := len(teardowns) - 1; i >= 0; i-- {
+			teardowns[i](ctx)
+		}
+	}
+	for _, l := range layers {
+		td, err := l.Apply(ctx, s)
+		if err != nil {
+			undo(ctx)
+			return nil, &BoundaryError{l.Name(), err}
+		}
+		if td != nil {
+			teardowns = append(teardowns, td)
+		}
+	}
+	return undo, nil
+}
+
+// hasLayer reports whether layers include one called name.
+func hasLayer(layers []SessionLayer, name string) bool {
+	for _, l := range layers {
+		if l.Name() == name {
+			return true
+		}
+	}
+	return false
+}

@@ -86,10 +86,14 @@ func Stop(ctx context.Context, cfg cgroup.Config, reg Registry, id string) error
 		return fmt.Errorf("no such session %q", id)
 	}
 	if gerr == nil {
-		if err := g.Kill(ctx); err != nil {
+		// A `run` supervisor removes its group as soon as its command
+		// dies, possibly while Kill still waits: a vanished group is a
+		// stopped one.
+		gone := func() bool { _, err := os.Stat(g.Path); return errors.Is(err, fs.ErrNotExist) }
+		if err := g.Kill(ctx); err != nil && !gone() {
 			return fmt.Errorf("stop %s: %w", id, err)
 		}
-		if err := g.Remove(ctx); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := g.Remove(ctx); err != nil && !gone() {
 			return fmt.Errorf("stop %s: %w", id, err)
 		}
 	}

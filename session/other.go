@@ -30,6 +30,7 @@ type RunOptions struct {
 	SelfExe               string
 	Cgroup                cgroup.Config
 	Registry              Registry
+	Layers                []SessionLayer
 }
 
 // AttachOptions are the inputs of Attach.
@@ -42,6 +43,7 @@ type AttachOptions struct {
 	Unavailable    map[string]bool
 	Cgroup         cgroup.Config
 	Registry       Registry
+	Layers         []SessionLayer
 }
 
 // LauncherMain is the launcher (Linux only).

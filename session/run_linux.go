@@ -4,16 +4,14 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -50,6 +48,9 @@ type RunOptions struct {
 	SelfExe  string
 	Cgroup   cgroup.Config
 	Registry Registry
+	// Layers are applied to the session cgroup before the launcher starts
+	// (BPF-LSM, cgroup network programs).
+	Layers []SessionLayer
 }
 
 // Plan is the set of layers a session gets, decided before anything is
@@ -67,8 +68,9 @@ type Plan struct {
 // BPF-LSM (DESIGN §3) will be the primary filesystem layer; while its
 // enforcement does not exist yet, Landlock is the filesystem layer, and the
 // probe only serves to explain a refusal. When it lands, it is added here
-// next to Landlock (which then stays as defence in depth).
-func Decide(c *policy.Compiled, unavailable map[string]bool) (*Plan, error) {
+// next to Landlock (which then stays as defence in depth): a bpf-lsm
+// SessionLayer in external already lets a session without Landlock start.
+func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) (*Plan, error) {
 	p := &Plan{}
 	if unavailable[LayerCgroup] {
 		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
@@ -87,7 +89,7 @@ func Decide(c *policy.Compiled, unavailable map[string]bool) (*Plan, error) {
 		llErr = errors.New("marked unavailable by " + ForceUnavailableEnv)
 	}
 	if llErr != nil {
-		if c.FilesystemRules {
+		if c.FilesystemRules && !hasLayer(external, LayerBPFLSM) {
 			lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
 			if !unavailable[LayerBPFLSM] {
 				lsmErr = loader.ProbeBPFLSM()
@@ -119,49 +121,15 @@ func Decide(c *policy.Compiled, unavailable map[string]bool) (*Plan, error) {
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 
-	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 {
+	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 {
 		// Landlock and bind mounts only protect inodes that exist now, and
 		// oxsupervise never creates placeholders on the host: a protected
 		// name created during the session (git init, a first .claude/) is
 		// writable until BPF-LSM, which matches by name, enforces it.
 		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
 	}
-	if c.Mode == policy.ModeFullAccess {
-		p.Warnings = append(p.Warnings, "full-access: NO filesystem restrictions at all for this session")
-	}
+	// full-access is announced loudly by policy.Load, with where it was set.
 	return p, nil
-}
-
-// NewID returns a fresh session id.
-func NewID() (string, error) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("session id: %w", err)
-	}
-	return "s-" + hex.EncodeToString(b[:]), nil
-}
-
-// ScrubEnv removes variables matching scrub (name globs) unless they match
-// passthrough.
-func ScrubEnv(env []string, e policy.Env) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if matchAny(e.Scrub, name) && !matchAny(e.Passthrough, name) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-func matchAny(globs []string, name string) bool {
-	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func lookPath(file string, env []string) (string, error) {
@@ -197,7 +165,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
-	plan, err := Decide(opts.Policy, opts.Unavailable)
+	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
 	}
@@ -229,9 +197,17 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
 		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: time.Now().UTC(),
 	}
+	for _, l := range opts.Layers {
+		entry.Layers = append(entry.Layers, l.Name())
+	}
 	if err := opts.Registry.Put(entry); err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, &BoundaryError{LayerCgroup, err}
+	}
+	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy})
+	if err != nil {
+		cleanupSession(group, opts.Registry, id, warn)
+		return 0, err
 	}
 	aud := startAudit(opts.Policy.Audit.Path, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
 
@@ -243,6 +219,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	code, err := launch(ctx, opts, group, spec, &entry, aud)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	undoLayers(tctx)
+	cancel()
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err
@@ -256,6 +235,11 @@ const SessionEnv = "OXSUPERVISE_SESSION"
 func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if _, err := os.Stat(group.Path); errors.Is(err, fs.ErrNotExist) {
+		// `oxsupervise stop` got there first.
+		reg.Delete(id)
+		return
+	}
 	if err := group.Kill(ctx); err != nil {
 		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
 	}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // bin and fsop are built once in TestMain: the tests run oxsupervise the
@@ -24,6 +26,11 @@ import (
 var bin, fsop string
 
 func TestMain(m *testing.M) {
+	// The in-process tests (Run called directly) use this test binary as
+	// the launcher.
+	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
+		os.Exit(session.LauncherMain())
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "session tests: not root; every test that needs root skips")
 		os.Exit(m.Run())
@@ -251,7 +258,7 @@ var (
 
 func TestRunWorkspaceWrite(t *testing.T) {
 	requireRoot(t)
-	landlockABI(t)
+	abi := landlockABI(t)
 	cg2 := cgroup2Mount(t)
 	e := newEnv(t)
 	tmpFile := filepath.Join("/tmp", fmt.Sprintf("oxs-test-%d", time.Now().UnixNano()))
@@ -298,7 +305,12 @@ func TestRunWorkspaceWrite(t *testing.T) {
 	got := e.runOps(t, "workspace-write", ops,
 		`if git add file.txt new.txt && git commit -qm "from session"; then echo git=OK; else echo git=FAIL; fi`,
 		`printf 'dotenv='; cat .env sub/.env.local | tr -d '\n'; echo`,
-		`printf 'dotenv-example='; cat .env.example`)
+		`printf 'dotenv-example='; cat .env.example`,
+		// $PPID is the supervisor, outside the session's Landlock domain.
+		`if kill -0 $PPID 2>/dev/null; then echo signal-supervisor=OK; else echo signal-supervisor=DENIED; fi`)
+	if want := map[bool]string{true: "DENIED", false: "OK"}[abi >= 6]; got["signal-supervisor"] != want {
+		t.Errorf("signalling the supervisor from the session: %s, want %s (Landlock ABI %d)", got["signal-supervisor"], want, abi)
+	}
 	if got["git"] != "OK" {
 		t.Errorf("git add/commit inside the session failed")
 	}
@@ -395,17 +407,34 @@ func TestRunReadOnly(t *testing.T) {
 	}
 }
 
-func TestRunFullAccess(t *testing.T) {
+func TestRunWithoutFilesystemRules(t *testing.T) {
 	requireRoot(t)
-	e := newEnv(t)
-	target := filepath.Join(e.outside, "full-access.txt")
-	ops := []op{
-		{"outside-write", "write " + target, ok},
-		{"canary-read", "read " + filepath.Join(e.home, ".ssh", "canary"), ok},
-	}
-	e.runOps(t, "full-access", ops)
-	if !exists(target) {
-		t.Errorf("full-access write did not land")
+	for _, tc := range []struct {
+		mode   string
+		canary []string // reading the credential canary
+	}{
+		{"full-access", ok},
+		// external-sandbox: no filesystem rules, but existing credential
+		// directories are hidden under an empty tmpfs.
+		{"external-sandbox", []string{"ENOENT"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := newEnv(t)
+			target := filepath.Join(e.outside, tc.mode+".txt")
+			ops := []op{
+				{"outside-write", "write " + target, ok},
+				{"canary-read", "read " + filepath.Join(e.home, ".ssh", "canary"), tc.canary},
+				{"proc-sys-write", "append /proc/sys/kernel/hostname", readOnly},
+			}
+			got := e.runOps(t, tc.mode, ops, `printf 'canary='; cat "$HOME/.ssh/canary" 2>/dev/null; echo`)
+			if !exists(target) {
+				t.Errorf("%s write did not land", tc.mode)
+			}
+			wantCanary := map[string]string{"full-access": "canary-secret", "external-sandbox": ""}[tc.mode]
+			if got["canary"] != wantCanary {
+				t.Errorf("canary content %q, want %q", got["canary"], wantCanary)
+			}
+		})
 	}
 }
 
@@ -495,6 +524,15 @@ func TestRunEnvironmentAndCredentials(t *testing.T) {
 	}
 	if !strings.HasSuffix(strings.TrimSpace(r.stdout), "OK") {
 		t.Errorf("write in workspace as uid 65534 failed:\n%s", r.stdout)
+	}
+
+	// Through sudo, the caller is SUDO_UID.
+	r = e.run(t, []string{"SUDO_UID=65534", "SUDO_GID=65534"}, "run", "--", "sh", "-c", `id -u; echo "$HOME"`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "65534\n") {
+		t.Errorf("with SUDO_UID=65534: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, e.home) {
+		t.Errorf("the command kept the supervisor's HOME: %q", r.stdout)
 	}
 }
 

@@ -177,6 +177,9 @@ type Plan struct {
 	ACEs       []ACE            `json:"aces"`
 	Network    NetworkMechanism `json:"network"`
 	Guarantees []Guarantee      `json:"guarantees"`
+	// Notes are limits of the backend that are not policy guarantees
+	// (observability), printed with the missing guarantees.
+	Notes []string `json:"notes,omitempty"`
 	// Unsandboxed is true in full-access mode: no token restriction, no
 	// ACEs; the job still kills every descendant when the session ends.
 	Unsandboxed bool `json:"unsandboxed"`
@@ -213,6 +216,9 @@ func NewPlan(c *policy.Compiled, sessionID string, env Environment) (*Plan, erro
 	case policy.ModeFullAccess:
 		p.Unsandboxed = true
 		p.Network = NetworkUnrestricted
+		// No limits and no UI restrictions; the job only ties the
+		// descendants' lifetime to the session.
+		p.Job = JobPlan{LimitFlags: JobLimitKillOnJobClose}
 		p.Guarantees = append(p.Guarantees, Guarantee{Name: "sandbox", Enforced: false,
 			Detail: "full-access mode: no filesystem, network or process restriction applies"})
 		return p, nil
@@ -241,8 +247,7 @@ func NewPlan(c *policy.Compiled, sessionID string, env Environment) (*Plan, erro
 	}
 	p.Guarantees = append(p.Guarantees, Guarantee{Name: "process-lifetime", Enforced: true,
 		Detail: "every process of the session is in a Job object without breakaway, killed when the session ends"})
-	p.Guarantees = append(p.Guarantees, Guarantee{Name: "denial-audit", Enforced: false,
-		Detail: "ACL and token denials are not observable from outside the process (they are plain ERROR_ACCESS_DENIED results); only the backend's own decisions are audited"})
+	p.Notes = append(p.Notes, "ACL and token denials are not observable from outside the process (plain ERROR_ACCESS_DENIED results): there are no per-denial audit records, only the backend's own decisions")
 	return p, nil
 }
 
@@ -382,5 +387,20 @@ func (p *Plan) planNetwork(c *policy.Compiled, env Environment) error {
 	}
 	p.Network = NetworkUnenforced
 	p.Guarantees = append(p.Guarantees, Guarantee{Name: "network", Enforced: false, Detail: detail})
+	return nil
+}
+
+// CheckStateDir refuses a journal directory the session could write to: a
+// session that edits its own undo journal could leave its grants behind.
+func (p *Plan) CheckStateDir(dir string) error {
+	clean, err := cleanWinPath("journal directory", dir)
+	if err != nil {
+		return err
+	}
+	for _, a := range p.ACEs {
+		if a.Kind == ACEAllow && containingRoot(clean, []string{a.Path}) != "" {
+			return fmt.Errorf("journal directory %s is inside writable root %s, where the session could rewrite it", clean, a.Path)
+		}
+	}
 	return nil
 }

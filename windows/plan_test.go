@@ -200,7 +200,7 @@ func TestDegradedDecisions(t *testing.T) {
 			c.DenyReadGlobs = []policy.NameGlob{{Within: `C:\w`, Include: ".env*"}}
 		}, wantErr: "denied-read"},
 		{name: "deny-read accepted degraded", env: Environment{AllowDegraded: true}, mutate: func(c *policy.Compiled) { c.Network.Policy = policy.NetFull },
-			wantMissing: []string{"protected-future-entries", "deny-read", "denial-audit"}},
+			wantMissing: []string{"protected-future-entries", "deny-read"}},
 		{name: "network none refused unelevated", mutate: func(c *policy.Compiled) { c.DenyRead = nil },
 			wantErr: "need an elevated supervisor"},
 		{name: "network none refused elevated", env: Environment{Elevated: true}, mutate: func(c *policy.Compiled) { c.DenyRead = nil },
@@ -208,7 +208,7 @@ func TestDegradedDecisions(t *testing.T) {
 		{name: "allowlist refused", mutate: func(c *policy.Compiled) { c.DenyRead = nil; c.Network.Policy = policy.NetAllowlist },
 			wantErr: "network policy \"allowlist\""},
 		{name: "network none accepted degraded", env: Environment{AllowDegraded: true}, mutate: func(c *policy.Compiled) { c.DenyRead = nil },
-			wantMissing: []string{"protected-future-entries", "network", "denial-audit"}},
+			wantMissing: []string{"protected-future-entries", "network"}},
 		{name: "external network none refused", mutate: func(c *policy.Compiled) {
 			c.Mode = policy.ModeExternalSandbox
 			c.FilesystemRules = false
@@ -217,13 +217,13 @@ func TestDegradedDecisions(t *testing.T) {
 			c.Mode = policy.ModeExternalSandbox
 			c.FilesystemRules = false
 			c.Network.Policy = policy.NetFull
-		}, wantMissing: []string{"denial-audit"}},
+		}, wantMissing: nil},
 		{name: "read-only net full no deny-read", mutate: func(c *policy.Compiled) {
 			c.Mode = policy.ModeReadOnly
 			c.WritableRoots = nil
 			c.DenyRead = nil
 			c.Network.Policy = policy.NetFull
-		}, wantMissing: []string{"denial-audit"}},
+		}, wantMissing: nil},
 		{name: "full access", mutate: func(c *policy.Compiled) {
 			c.Mode = policy.ModeFullAccess
 			c.FilesystemRules = false
@@ -311,5 +311,40 @@ func TestWinPathHelpers(t *testing.T) {
 	}
 	if p, err := cleanWinPath("x", `C:/Users/dev/`); err != nil || p != `C:\Users\dev` {
 		t.Errorf("cleanWinPath = %q, %v", p, err)
+	}
+}
+
+func TestStartRecordWhenEnforced(t *testing.T) {
+	c := workspaceWrite()
+	c.Mode = policy.ModeReadOnly
+	c.WritableRoots = nil
+	c.DenyRead = nil
+	c.Network.Policy = policy.NetFull
+	p, err := NewPlan(c, testSession, Environment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.StartRecord("")
+	r.Normalize()
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.Message, "DEGRADED") || r.Event.Reason != "" {
+		t.Errorf("fully enforced plan recorded as degraded: %+v", r)
+	}
+}
+
+func TestCheckStateDir(t *testing.T) {
+	p, err := NewPlan(workspaceWrite(), testSession, Environment{AllowDegraded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckStateDir(`C:\Users\dev\AppData\Local\oxsupervise\acl-journal`); err != nil {
+		t.Errorf("private state dir refused: %v", err)
+	}
+	for _, bad := range []string{`C:\Users\dev\src\app\.state`, `c:\users\dev\appdata\local\temp\j`, `state`} {
+		if err := p.CheckStateDir(bad); err == nil {
+			t.Errorf("CheckStateDir(%q) accepted", bad)
+		}
 	}
 }

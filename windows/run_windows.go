@@ -51,8 +51,14 @@ func Run(ctx context.Context, c *policy.Compiled, argv []string, cfg RunConfig) 
 	if err != nil {
 		return -1, err
 	}
+	if err := plan.CheckStateDir(cfg.JournalDir); err != nil {
+		return -1, fmt.Errorf("windows run: %w", err)
+	}
 	for _, g := range plan.Missing() {
 		fmt.Fprintf(stderr, "oxsupervise: WARNING: NOT ENFORCED on Windows: %s: %s\n", g.Name, g.Detail)
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(stderr, "oxsupervise: note: %s\n", n)
 	}
 	if err := cfg.Audit(plan.StartRecord(cfg.PolicyDigest)); err != nil {
 		return -1, fmt.Errorf("windows run: write session_start record: %w", err)

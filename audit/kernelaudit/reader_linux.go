@@ -7,6 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +39,9 @@ type Options struct {
 	// RestoreOnClose disables audit again on Close if Open enabled it. See
 	// the package documentation for why this is off by default.
 	RestoreOnClose bool
+	// receiveBuffer overrides the socket buffer size (tests provoke
+	// overflows with a small one).
+	receiveBuffer int
 	// MinBacklogLimit raises the kernel's audit backlog_limit to at least
 	// this many records (default 8192, auditd's usual setting; negative
 	// leaves it alone). Landlock logs from atomic context, so a full
@@ -50,7 +56,7 @@ type Stats struct {
 	Unparsable   uint64 // records that did not parse
 	Denials      uint64 // audit.Records emitted for refusals
 	Unattributed uint64 // refusals no session claimed
-	Overflows    uint64 // socket overflows (records lost, reported as events_lost)
+	Overflows    uint64 // records lost to socket overflows, reported as events_lost
 	KernelLost   uint64 // increase of the kernel's lost counter, reported as events_lost
 }
 
@@ -62,6 +68,10 @@ type Reader struct {
 	enabledByUs bool
 	// lost is the kernel's audit_status.lost when last read.
 	lost uint32
+	// inode identifies the socket in /proc/net/netlink; drops is its
+	// Drops column when last read.
+	inode uint64
+	drops uint64
 
 	mu     sync.Mutex
 	stats  Stats
@@ -104,8 +114,17 @@ func Open(opts Options) (*Reader, error) {
 		return nil, fmt.Errorf("%w: netlink audit socket: %v", ErrUnavailable, err)
 	}
 	// A large buffer rides out bursts; an overflow is still reported.
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20); err != nil {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	rcvbuf := opts.receiveBuffer
+	if rcvbuf == 0 {
+		rcvbuf = 8 << 20
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err == nil {
+		r.inode = st.Ino
+		r.drops, _ = netlinkDrops(r.inode)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.AUDIT_NLGRP_READLOG - 1)}); err != nil {
 		unix.Close(fd)
@@ -167,14 +186,7 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 			}
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 		case errors.Is(err, unix.ENOBUFS):
-			r.mu.Lock()
-			r.stats.Overflows++
-			r.mu.Unlock()
-			emit(audit.Record{
-				Timestamp: now,
-				Message:   "kernel audit socket overflowed: at least one kernel audit record (possibly a Landlock refusal) was lost",
-				Ox:        audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: 1},
-			})
+			r.reportOverflow(now, emit)
 		default:
 			r.mu.Lock()
 			closed := r.closed
@@ -191,6 +203,44 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		}
 	}
 	return nil
+}
+
+// reportOverflow turns a receive-buffer overflow into an events_lost
+// record. The socket's Drops counter in /proc/net/netlink gives the exact
+// number of records the kernel could not queue; without it the record says
+// "at least one".
+func (r *Reader) reportOverflow(now time.Time, emit func(audit.Record)) {
+	lost := uint64(1)
+	msg := "kernel audit socket overflowed: at least one kernel audit record (possibly a Landlock refusal) was lost"
+	if drops, err := netlinkDrops(r.inode); err == nil && drops > r.drops {
+		lost = drops - r.drops
+		r.drops = drops
+		msg = "kernel audit socket overflowed: kernel audit records (any of which may have been a Landlock refusal) were lost"
+	}
+	r.mu.Lock()
+	r.stats.Overflows += lost
+	r.mu.Unlock()
+	emit(audit.Record{
+		Timestamp: now,
+		Message:   msg,
+		Ox:        audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: lost},
+	})
+}
+
+// netlinkDrops reads the Drops column of the netlink socket with inode.
+func netlinkDrops(inode uint64) (uint64, error) {
+	b, err := os.ReadFile("/proc/net/netlink")
+	if err != nil {
+		return 0, err
+	}
+	want := strconv.FormatUint(inode, 10)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) >= 10 && f[9] == want {
+			return strconv.ParseUint(f[8], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("socket inode %d not in /proc/net/netlink", inode)
 }
 
 // lostCheckInterval is how often the kernel's lost counter is polled.

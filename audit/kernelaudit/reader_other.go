@@ -18,6 +18,7 @@ type Options struct {
 	FlushAfter       time.Duration
 	KeepUnattributed bool
 	RestoreOnClose   bool
+	MinBacklogLimit  int
 }
 
 // Stats count what a Reader saw.

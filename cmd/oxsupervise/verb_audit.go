@@ -40,12 +40,16 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 	since := fs.String("since", "", "only records newer than DURATION ago (e.g. 10m) or an RFC 3339 time; also reads rotated files")
 	asJSON := fs.Bool("json", false, "print the records' JSON lines instead of aligned columns")
 	logPath := fs.String("audit-log", audit.DefaultPath, "audit log to read")
+	// Usage is only printed for --help (ContinueOnError), so it goes to
+	// stdout like any requested output.
 	fs.Usage = func() {
-		fmt.Fprintln(s.err, "usage: oxsupervise audit tail [-f] [--session ID] [--pid N] [--op OP] [--since DURATION] [--json] [--audit-log PATH]")
-		fmt.Fprintln(s.err, "\nWithout -f, prints every matching record of the log, rotated files included.")
-		fmt.Fprintln(s.err, "With -f, prints the live file's records (and rotated ones when --since is given), then follows.")
-		fmt.Fprintln(s.err)
+		fmt.Fprintln(s.out, "usage: oxsupervise audit tail [-f] [--session ID] [--pid N] [--op OP] [--since DURATION] [--json] [--audit-log PATH]")
+		fmt.Fprintln(s.out, "\nWithout -f, prints every matching record of the log, rotated files included.")
+		fmt.Fprintln(s.out, "With -f, prints the live file's records (and rotated ones when --since is given), then follows.")
+		fmt.Fprintln(s.out)
+		fs.SetOutput(s.out)
 		fs.PrintDefaults()
+		fs.SetOutput(s.err)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -71,10 +75,16 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 		}
 		filter.Since = t
 	}
-	if _, err := os.Stat(*logPath); err != nil {
-		fmt.Fprintf(s.err, "oxsupervise audit tail: cannot read the audit log: %v\n", err)
+	f, err := os.Open(*logPath)
+	if err != nil {
+		hint := ""
+		if errors.Is(err, os.ErrPermission) {
+			hint = " (the audit log is readable by root only: try sudo)"
+		}
+		fmt.Fprintf(s.err, "oxsupervise audit tail: cannot read the audit log: %v%s\n", err, hint)
 		return exitFail
 	}
+	f.Close()
 
 	human := audit.HumanOptions{Colour: !*asJSON && isTerminal(s.out), Location: time.Local}
 	opts := audit.TailOptions{
@@ -83,7 +93,7 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 		OnError: func(err error) { fmt.Fprintf(s.err, "oxsupervise audit tail: warning: %v\n", err) },
 	}
 	var out []byte
-	err := audit.Tail(ctx, *logPath, opts, func(r audit.Record, line []byte) error {
+	err = audit.Tail(ctx, *logPath, opts, func(r audit.Record, line []byte) error {
 		if !filter.Match(&r) {
 			return nil
 		}

@@ -122,7 +122,6 @@ func TestAuditTailErrors(t *testing.T) {
 		code    int
 		message string
 	}{
-		{"help", []string{"--help"}, exitOK, "usage"},
 		{"bad since", []string{"--audit-log", path, "--since", "yesterday"}, exitUsage, "--since"},
 		{"negative pid", []string{"--audit-log", path, "--pid", "-3"}, exitUsage, "--pid"},
 		{"unknown flag", []string{"--colour"}, exitUsage, "unknown flag"},
@@ -137,8 +136,12 @@ func TestAuditTailErrors(t *testing.T) {
 			}
 		})
 	}
-	var out, errb bytes.Buffer
-	if code := cmdAudit(context.Background(), streams{out: &out, err: &errb}, []string{"head"}); code != exitUsage {
+	code, out, _ := runAuditTail(t, context.Background(), "--help")
+	if code != exitOK || !strings.Contains(out, "usage: oxsupervise audit tail") || !strings.Contains(out, "--audit-log") {
+		t.Errorf("--help: exit %d, stdout %q", code, out)
+	}
+	var outb, errb bytes.Buffer
+	if code := cmdAudit(context.Background(), streams{out: &outb, err: &errb}, []string{"head"}); code != exitUsage {
 		t.Errorf("audit head: exit %d, want usage error", code)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/policy"
-	"github.com/openoxide/oxsupervise/session"
 )
 
 // target is the user a session's command runs as.
@@ -125,6 +124,7 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	fs.SetInterspersed(false)
 	pf := policy.RegisterFlags(fs)
 	userFlag := fs.String("user", "", "run the command as this user (name or uid; default: the sudo caller)")
+	allowDegraded := fs.Bool("allow-degraded", false, "Windows: run even though denied reads and network limits cannot be enforced there (each missing guarantee is printed and audited)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: oxsupervise run [policy flags] [--user USER] -- CMD [ARG...]")
 		fs.PrintDefaults()
@@ -137,46 +137,16 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise run: no command given (usage: oxsupervise run [flags] -- CMD [ARG...])")
 		return exitUsage
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo); nothing ran")
-		return exitNoBoundary
-	}
-	t, err := resolveTarget(*userFlag)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitUsage
-	}
-	c, err := loadPolicy(s, pf, t)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
-		return exitUsage
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
-		return exitFail
-	}
-	code, err := session.Run(ctx, session.RunOptions{
-		Policy: c, Argv: argv, Env: targetEnv(t), Dir: wd,
-		UID: t.uid, GID: t.gid, Groups: t.groups,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Warn:        s.err,
-		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
-	})
-	var be *session.BoundaryError
-	var ee *session.ExecError
-	switch {
-	case errors.As(err, &be):
-		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", be)
-		return exitNoBoundary
-	case errors.As(err, &ee):
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", ee)
-		return ee.Code
-	case err != nil:
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitFail
-	}
-	return code
+	return runCommand(ctx, s, runRequest{flags: pf, user: *userFlag, allowDegraded: *allowDegraded, argv: argv})
+}
+
+// runRequest is what cmdRun parsed; runCommand (one per OS) builds the
+// boundary with the OS's backend and runs the command in it.
+type runRequest struct {
+	flags         *policy.Flags
+	user          string
+	allowDegraded bool
+	argv          []string
 }
 
 // parseVerbFlags parses args; done is true when the verb must return code

@@ -3,6 +3,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/openoxide/oxsupervise/session"
@@ -15,4 +18,48 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
 		os.Exit(session.LauncherMain())
 	}
+}
+
+// runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
+func runCommand(ctx context.Context, s streams, r runRequest) int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo); nothing ran")
+		return exitNoBoundary
+	}
+	t, err := resolveTarget(r.user)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
+		return exitUsage
+	}
+	c, err := loadPolicy(s, r.flags, t)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
+		return exitUsage
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
+		return exitFail
+	}
+	code, err := session.Run(ctx, session.RunOptions{
+		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
+		UID: t.uid, GID: t.gid, Groups: t.groups,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Warn:        s.err,
+		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+	})
+	var be *session.BoundaryError
+	var ee *session.ExecError
+	switch {
+	case errors.As(err, &be):
+		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", be)
+		return exitNoBoundary
+	case errors.As(err, &ee):
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", ee)
+		return ee.Code
+	case err != nil:
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
+		return exitFail
+	}
+	return code
 }

@@ -3,11 +3,13 @@ package vmtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,6 +24,9 @@ func BuildGuest(ctx context.Context, dir string) (string, error) {
 	}
 	return out, nil
 }
+
+// errNoTests is returned when none of the requested packages has tests.
+var errNoTests = errors.New("none of the packages has test files")
 
 // TestOptions are passed to every test binary.
 type TestOptions struct {
@@ -53,17 +58,32 @@ func BuildTests(ctx context.Context, dir string, pkgs []string, opts TestOptions
 			fmt.Fprintf(os.Stderr, "vmtest: %s has no test files, skipped\n", importPath)
 			continue
 		}
-		binary := filepath.Join(dir, strings.ReplaceAll(importPath, "/", "_")+".test")
-		if err := goCommand(ctx, "test", "-c", "-o", binary, importPath); err != nil {
-			return nil, fmt.Errorf("build test binary of %s: %w", importPath, err)
-		}
 		jobs = append(jobs, Job{
 			Name:    importPath,
-			Binary:  binary,
+			Binary:  filepath.Join(dir, strings.ReplaceAll(importPath, "/", "_")+".test"),
 			Dir:     pkgDir,
 			Args:    opts.args(),
 			Timeout: opts.Timeout + 30*time.Second,
 		})
+	}
+	// Two builds at a time: each link is single-threaded.
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := goCommand(ctx, "test", "-c", "-o", j.Binary, j.Name); err != nil {
+				errs[i] = fmt.Errorf("build test binary of %s: %w", j.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if len(jobs) == 0 {
 		return nil, errNoTests

@@ -37,11 +37,13 @@ type console struct {
 	res     *Result
 	byName  map[string]int
 	started map[string]time.Time
+	jobs    []Job
+	onReady func() // called once the guest program reports it is up
 }
 
 func newConsole(nonce string, jobs []Job, out io.Writer, res *Result, now func() time.Time) *console {
 	c := &console{nonce: nonce, out: out, start: now(), now: now, res: res,
-		byName: map[string]int{}, started: map[string]time.Time{}}
+		byName: map[string]int{}, started: map[string]time.Time{}, jobs: jobs}
 	res.Jobs = make([]JobResult, len(jobs))
 	for i, j := range jobs {
 		res.Jobs[i].Name = j.Name
@@ -74,6 +76,9 @@ func (c *console) line(raw string) {
 	switch fields[0] {
 	case "ready":
 		c.res.BootTime = c.now().Sub(c.start)
+		if c.onReady != nil {
+			c.onReady()
+		}
 		uptime := "?"
 		if len(fields) > 1 {
 			uptime = fields[1]
@@ -82,7 +87,11 @@ func (c *console) line(raw string) {
 	case "start":
 		if len(fields) == 2 {
 			c.started[fields[1]] = c.now()
-			fmt.Fprintf(c.out, "vmtest: === %s\n", fields[1])
+			note := ""
+			if i, ok := c.byName[fields[1]]; ok && c.jobs[i].ExpectFail {
+				note = " (runner self-check: this job MUST fail)"
+			}
+			fmt.Fprintf(c.out, "vmtest: === %s%s\n", fields[1], note)
 		}
 	case "exit":
 		if len(fields) != 3 {

@@ -1,7 +1,9 @@
 package vmtest
 
 import (
+	"debug/elf"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +79,54 @@ func TestDefaultLSM(t *testing.T) {
 		if got := DefaultLSM(Kernel{ConfigLSM: tt.configLSM}); got != tt.want {
 			t.Errorf("DefaultLSM(%q) = %q, want %q", tt.configLSM, got, tt.want)
 		}
+	}
+}
+
+func TestNaturalLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"vmlinuz-6.1.0-9-amd64", "vmlinuz-6.1.0-10-amd64", true},
+		{"vmlinuz-6.1.0-10-amd64", "vmlinuz-6.1.0-9-amd64", false},
+		{"vmlinuz-6.1.0-57-amd64", "vmlinuz-6.1.0-57-amd64", false},
+		{"vmlinuz-6.1.0-57-amd64", "vmlinuz-6.1.0-57-rt-amd64", true},
+		{"vmlinuz-6.1.0", "vmlinuz-6.1.0-1", true},
+	}
+	for _, tt := range tests {
+		if got := naturalLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("naturalLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestCheckStaticMissingFile(t *testing.T) {
+	if err := checkStatic("/nonexistent/busybox"); err == nil {
+		t.Fatal("checkStatic of a missing file succeeded")
+	}
+}
+
+func TestBootImageExtractsPVHVmlinux(t *testing.T) {
+	k, err := FindKernel("/boot/vmlinuz-*")
+	if err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: no kernel package to extract from: %v", err)
+	}
+	if _, err := os.ReadFile(k.Image); err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: kernel image unreadable: %v", err)
+	}
+	path, err := BootImage(k, t.TempDir())
+	if err != nil {
+		t.Fatalf("BootImage() = %v", err)
+	}
+	if path == k.Image {
+		t.Skipf("SKIPPED, NOT PASSED: %s has no PVH entry or could not be decompressed; the VM boots the bzImage", k.Image)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatalf("extracted kernel is not ELF: %v", err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		t.Fatalf("extracted kernel machine = %v, want x86-64", f.Machine)
 	}
 }

@@ -10,4 +10,8 @@
 // as its children with OXSUPERVISE_VMTEST=1 and TMPDIR on a guest tmpfs,
 // and reports each exit status on the serial console with a per-run nonce.
 // A job without a reported status, a guest panic or a timeout is a failure.
+//
+// The initramfs and an uncompressed PVH vmlinux (which qemu boots without
+// BIOS or in-guest decompression, several seconds faster under TCG) are
+// cached per kernel version in the cache directory (.vmtest/ by default).
 package vmtest

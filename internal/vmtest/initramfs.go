@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -39,18 +40,25 @@ func FindKernel(glob string) (Kernel, error) {
 	if len(images) == 0 {
 		return Kernel{}, fmt.Errorf("no kernel image matches %s (install linux-image-amd64)", glob)
 	}
-	sort.Strings(images)
-	image := images[len(images)-1]
-	base := filepath.Base(image)
-	version, ok := strings.CutPrefix(base, "vmlinuz-")
-	if !ok {
-		return Kernel{}, fmt.Errorf("kernel image %s: name is not vmlinuz-<version>", image)
+	// Newest first by version, not by string: 6.1.0-10 is newer than 6.1.0-9.
+	sort.Slice(images, func(i, j int) bool { return naturalLess(images[j], images[i]) })
+	var k Kernel
+	for _, image := range images {
+		version, ok := strings.CutPrefix(filepath.Base(image), "vmlinuz-")
+		if !ok {
+			continue
+		}
+		modules := filepath.Join("/lib/modules", version)
+		if _, err := os.Stat(modules); err != nil {
+			continue
+		}
+		k = Kernel{Image: image, Version: version, ModulesDir: modules}
+		break
 	}
-	k := Kernel{Image: image, Version: version, ModulesDir: filepath.Join("/lib/modules", version)}
-	if _, err := os.Stat(k.ModulesDir); err != nil {
-		return Kernel{}, fmt.Errorf("modules of kernel %s: %w", version, err)
+	if k.Image == "" {
+		return Kernel{}, fmt.Errorf("no image matching %s has its modules in /lib/modules", glob)
 	}
-	if config, err := os.ReadFile(filepath.Join(filepath.Dir(image), "config-"+version)); err == nil {
+	if config, err := os.ReadFile(filepath.Join(filepath.Dir(k.Image), "config-"+k.Version)); err == nil {
 		for _, line := range strings.Split(string(config), "\n") {
 			if v, ok := strings.CutPrefix(line, "CONFIG_LSM="); ok {
 				k.ConfigLSM = strings.Trim(v, `"`)
@@ -102,6 +110,9 @@ exec switch_root /newroot "$guest" "$jobs"
 // covers everything that goes in, so a changed module, busybox or script
 // produces a new file.
 func BuildInitramfs(k Kernel, busybox, cacheDir string) (string, error) {
+	if err := checkStatic(busybox); err != nil {
+		return "", err
+	}
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return "", fmt.Errorf("read busybox (install busybox-static): %w", err)
@@ -157,6 +168,53 @@ func BuildInitramfs(k Kernel, busybox, cacheDir string) (string, error) {
 		return "", fmt.Errorf("install initramfs: %w", err)
 	}
 	return path, nil
+}
+
+// naturalLess orders strings with digit runs compared as numbers.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := leadingDigits(a), leadingDigits(b)
+		if da != "" && db != "" {
+			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
+}
+
+// checkStatic refuses a dynamically linked busybox: the initramfs has no
+// shared libraries, so it would fail at the first command.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("busybox %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("busybox %s is dynamically linked; install busybox-static", path)
+		}
+	}
+	return nil
 }
 
 // readModule finds name.ko under modulesDir and returns it uncompressed:

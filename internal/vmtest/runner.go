@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,7 +28,9 @@ type Config struct {
 	CPUs          int           // default 2
 	LSM           string        // the lsm= boot parameter; default DefaultLSM(Kernel)
 	Timeout       time.Duration // whole run, boot included; default 10m
+	BootTimeout   time.Duration // until the guest program is up; default 3m
 	ExtraQemuArgs []string      // appended to the qemu command line
+	KernelArgs    []string      // appended to the kernel command line (e.g. loglevel=7 to debug boot)
 	Output        io.Writer     // guest console; default os.Stdout
 }
 
@@ -63,6 +65,9 @@ func (c *Config) setDefaults() {
 	if c.LSM == "" {
 		c.LSM = DefaultLSM(c.Kernel)
 	}
+	if c.BootTimeout == 0 {
+		c.BootTimeout = 3 * time.Minute
+	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Minute
 	}
@@ -86,6 +91,10 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("build initramfs: %w", err)
 	}
+	image, err := BootImage(cfg.Kernel, cfg.CacheDir)
+	if err != nil {
+		return res, err
+	}
 	nonceBytes := make([]byte, 8)
 	rand.Read(nonceBytes)
 	nonce := hex.EncodeToString(nonceBytes)
@@ -107,11 +116,14 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (Result, error) {
 		"oxs.guest=" + cfg.GuestProgram,
 		"oxs.jobs=" + specPath,
 	}, " ")
+	if len(cfg.KernelArgs) > 0 {
+		cmdline += " " + strings.Join(cfg.KernelArgs, " ")
+	}
 	cmd := exec.CommandContext(ctx, cfg.Qemu,
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-accel", "tcg", "-cpu", "max",
 		"-smp", fmt.Sprint(cfg.CPUs), "-m", cfg.Memory,
-		"-kernel", cfg.Kernel.Image, "-initrd", initramfs, "-append", cmdline,
+		"-kernel", image, "-initrd", initramfs, "-append", cmdline,
 		"-serial", "stdio",
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 	)
@@ -128,16 +140,37 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("start %s: %w", cfg.Qemu, err)
 	}
+	// A guest stuck before its PID 1 starts would otherwise burn the
+	// whole run timeout.
+	var ready, bootTimedOut atomic.Bool
+	con.onReady = func() { ready.Store(true) }
+	bootTimer := time.AfterFunc(cfg.BootTimeout, func() {
+		if !ready.Load() {
+			bootTimedOut.Store(true)
+			cmd.Process.Kill()
+		}
+	})
+	defer bootTimer.Stop()
 	scanner := bufio.NewScanner(stdout)
 	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
 	for scanner.Scan() {
 		con.line(scanner.Text())
 	}
+	scanErr := scanner.Err()
+	if scanErr != nil {
+		// Keep draining so qemu never blocks on a full pipe.
+		io.Copy(cfg.Output, stdout)
+	}
 	waitErr := cmd.Wait()
 	res.Total = time.Since(start)
-	if ctx.Err() != nil {
+	switch {
+	case bootTimedOut.Load():
+		res.Failure = fmt.Sprintf("guest did not come up within %s", cfg.BootTimeout)
+	case ctx.Err() != nil:
 		res.Failure = fmt.Sprintf("timed out after %s", cfg.Timeout)
-	} else if waitErr != nil {
+	case scanErr != nil:
+		res.Failure = fmt.Sprintf("reading the guest console: %v", scanErr)
+	case waitErr != nil:
 		res.Failure = fmt.Sprintf("qemu: %v", waitErr)
 	}
 	return res, evaluate(jobs, res)
@@ -168,6 +201,3 @@ func Summary(w io.Writer, jobs []Job, res Result, runErr error) {
 		fmt.Fprintln(w, "vmtest: PASS")
 	}
 }
-
-// errNoTests is returned when none of the requested packages has tests.
-var errNoTests = errors.New("none of the packages has test files")

@@ -37,6 +37,7 @@ func run() int {
 	cpus := fs.Int("cpus", 2, "guest CPUs")
 	lsm := fs.String("lsm", "", "lsm= boot parameter (default: the kernel's usual LSMs plus bpf)")
 	qemuArgs := fs.StringArray("qemu-arg", nil, "extra qemu argument (repeatable)")
+	kernelArgs := fs.StringArray("kernel-arg", nil, "extra kernel command line argument (repeatable), e.g. loglevel=7")
 	selfCheck := fs.Bool("self-check", true, "also run a deliberately failing test and require the runner to notice it")
 	fs.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: vmtest [flags] [--] PACKAGE...\n\nRuns the packages' tests in one boot of the kernel-test VM.\n\nflags:")
@@ -57,7 +58,7 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runVM(ctx, pkgs, *kernelGlob, *cacheDir, *memory, *cpus, *lsm, *vmTimeout, *selfCheck, *qemuArgs, vmtest.TestOptions{
+	if err := runVM(ctx, pkgs, *kernelGlob, *cacheDir, *memory, *cpus, *lsm, *vmTimeout, *selfCheck, *qemuArgs, *kernelArgs, vmtest.TestOptions{
 		Run: *runFilter, Verbose: *verbose, Timeout: *testTimeout,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "vmtest:", err)
@@ -67,7 +68,7 @@ func run() int {
 }
 
 func runVM(ctx context.Context, pkgs []string, kernelGlob, cacheDir, memory string, cpus int, lsm string,
-	timeout time.Duration, selfCheck bool, qemuArgs []string, opts vmtest.TestOptions) error {
+	timeout time.Duration, selfCheck bool, qemuArgs, kernelArgs []string, opts vmtest.TestOptions) error {
 	kernel, err := vmtest.FindKernel(kernelGlob)
 	if err != nil {
 		return err
@@ -114,6 +115,7 @@ func runVM(ctx context.Context, pkgs []string, kernelGlob, cacheDir, memory stri
 		LSM:           lsm,
 		Timeout:       timeout,
 		ExtraQemuArgs: qemuArgs,
+		KernelArgs:    kernelArgs,
 	}, jobs)
 	vmtest.Summary(os.Stdout, jobs, res, runErr)
 	return runErr

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * fs.c: BPF-LSM filesystem enforcement for sessions (DESIGN §3).
+ *
+ * Every program looks the caller's cgroup up in fs_sessions; a task in no
+ * session is never affected. For a task in a session the target entry is
+ * judged by inode ancestry, never by path strings: the walk goes up
+ * d_parent from the entry and, at each level, looks the inode up in
+ * fs_anchors ({session, s_dev, ino} -> writable root / protected / secret)
+ * and feeds the component name to the protected-pattern NFA. The nearest
+ * anchor decides. Aliases (bind mounts, chroot, mount namespaces, relative
+ * paths, /proc/self/fd) do not change a dentry's parents, so they do not
+ * change the verdict. A walk that runs out of steps refuses.
+ */
+#include "common.h"
+#include "fs.h"
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* cgroup v2 id */
+	__type(value, struct fs_session);
+} fs_sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fs_anchor_key);
+	__type(value, struct fs_rule);
+} fs_anchors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fs_name_key);
+	__type(value, struct fs_name_bits);
+} fs_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} fs_events SEC(".maps");
+
+/* Failed ring buffer reservations, per CPU: userspace reports them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fs_events_lost SEC(".maps");
+
+/* Keep the event type in the BTF for bpf2go. */
+const struct fs_event *unused_fs_event __attribute__((unused));
+
+/* i_rdev is not in common.h; the ___fs flavour is stripped by CO-RE. */
+struct inode___fs {
+	dev_t i_rdev;
+	umode_t i_mode;
+} __attribute__((preserve_access_index));
+
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+#define S_IFCHR 0020000
+#define RENAME_EXCHANGE (1 << 1)
+
+/* check() flags */
+#define CHECK_READ (1U << 0)      /* a read: only secrets refuse */
+#define CHECK_ENTRY (1U << 1)     /* the entry itself is added, removed or moved */
+#define CHECK_PREFIX (1U << 2)    /* the entry may not be any part of a pattern */
+#define CHECK_LEAF_DIR (1U << 3)  /* the entry is (or becomes) a directory */
+#define CHECK_LEAF_FILE (1U << 4) /* the entry is (or becomes) a non-directory */
+
+struct walk {
+	__u64 dentry; /* current level; a kernel pointer read only through CO-RE */
+	__u64 cgroup_id;
+	__u64 state[FS_NFA_WORDS];
+	__u64 hit[FS_NFA_WORDS];
+	__u64 start[FS_NFA_WORDS];
+	__u64 start_dir[FS_NFA_WORDS];
+	__u64 start_file[FS_NFA_WORDS];
+	__u64 final[FS_NFA_WORDS];
+	__u64 wildcard[FS_NFA_WORDS];
+	__u32 flags;
+	__u32 kind;
+	__u32 rule_id;
+	__u32 depth;
+	__u32 decided;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 8);
+	__type(key, __u32);
+	__type(value, __u64);
+} fs_debug SEC(".maps");
+
+static __always_inline void dbg(__u32 i, __u64 v)
+{
+	bpf_map_update_elem(&fs_debug, &i, &v, 0);
+}
+
+static long walk_step(__u32 level, struct walk *w)
+{
+	struct dentry *d = (struct dentry *)w->dentry;
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	if (inode) {
+		struct fs_anchor_key key = {
+			.cgroup_id = w->cgroup_id,
+			.ino = BPF_CORE_READ(inode, i_ino),
+			.dev = BPF_CORE_READ(d, d_sb, s_dev),
+		};
+		struct fs_rule *rule = bpf_map_lookup_elem(&fs_anchors, &key);
+		/* Adding, removing or moving a writable root itself changes
+		 * its parent, which the root does not make writable. */
+		if (rule && !(level == 0 && (w->flags & CHECK_ENTRY) && rule->kind == FS_KIND_WRITABLE)) {
+			w->kind = rule->kind;
+			w->rule_id = rule->id;
+			w->depth = level;
+			w->decided = 1;
+			return 1;
+		}
+	}
+
+	struct fs_name_key nkey = {};
+	struct fs_name_bits *bits = NULL;
+	struct qstr q = BPF_CORE_READ(d, d_name);
+	if (q.len < FS_NAME_LEN) {
+		nkey.cgroup_id = w->cgroup_id;
+		bpf_probe_read_kernel(nkey.name, q.len & (FS_NAME_LEN - 1), q.name);
+		bits = bpf_map_lookup_elem(&fs_names, &nkey);
+	}
+
+	__u64 carry = 0;
+	for (int k = 0; k < FS_NFA_WORDS; k++) {
+		__u64 allowed = w->wildcard[k];
+		if (bits)
+			allowed |= bits->bits[k];
+		__u64 s;
+		if (level == 0) {
+			__u64 start = w->start[k];
+			if (w->flags & CHECK_PREFIX)
+				start = ~0ULL;
+			else if (w->flags & CHECK_LEAF_DIR)
+				start = w->start_dir[k];
+			else if (w->flags & CHECK_LEAF_FILE)
+				start = w->start_file[k];
+			s = allowed & start;
+		} else {
+			__u64 old = w->state[k];
+			__u64 shifted = (old << 1) | carry;
+			carry = old >> 63;
+			s = (shifted & ~w->start[k] & allowed) | (allowed & w->start_dir[k]);
+		}
+		w->state[k] = s;
+		w->hit[k] |= s & w->final[k];
+	}
+	if (level == 0) {
+		dbg(0, q.len);
+		dbg(1, bits ? bits->bits[0] : 0xdead);
+		dbg(2, w->state[0]);
+		dbg(3, w->hit[0]);
+		dbg(4, w->start_dir[0]);
+		dbg(5, *(__u64 *)nkey.name);
+		dbg(6, w->wildcard[0]);
+	}
+
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d) {
+		/* The filesystem's root and no anchor on the way. */
+		w->kind = FS_KIND_NONE;
+		w->depth = level;
+		w->decided = 1;
+		return 1;
+	}
+	w->dentry = (__u64)parent;
+	return 0;
+}
+
+static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
+{
+	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
+		if (lost)
+			(*lost)++;
+		return 0;
+	}
+	struct dentry *d = (struct dentry *)leaf;
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	e->cgroup_id = w->cgroup_id;
+	e->ino = inode ? BPF_CORE_READ(inode, i_ino) : 0;
+	for (int k = 0; k < FS_NFA_WORDS; k++)
+		e->matched[k] = w->kind == FS_KIND_PATTERN ? w->hit[k] : 0;
+	e->dev = BPF_CORE_READ(d, d_sb, s_dev);
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->op = op;
+	e->errno_ = err;
+	e->kind = w->kind;
+	e->rule_id = w->rule_id;
+	e->depth = w->depth;
+	e->flags = inode ? 0 : FS_EVENT_NEW_ENTRY;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+
+	/* Names leaf first, '/'-separated; userspace reverses them. */
+	__u32 pos = 0;
+	int k;
+	for (k = 0; k < FS_PATH_COMPONENTS; k++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		if (!parent || parent == d)
+			break;
+		if (pos > FS_PATH_LEN - 257) {
+			e->flags |= FS_EVENT_PATH_TRUNCATED;
+			break;
+		}
+		struct qstr q = BPF_CORE_READ(d, d_name);
+		__u32 len = q.len & 255;
+		bpf_probe_read_kernel(&e->path[pos], len, q.name);
+		pos += len;
+		/* Keep clang from folding the mask away: the verifier needs it. */
+		asm volatile("" : "+r"(pos));
+		pos &= FS_PATH_LEN - 1;
+		e->path[pos] = '/';
+		pos++;
+		d = parent;
+	}
+	if (k == FS_PATH_COMPONENTS)
+		e->flags |= FS_EVENT_PATH_TRUNCATED;
+	e->path_off = pos;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/*
+ * check judges one entry for the current task and returns 0 or -EACCES,
+ * emitting an event for a refusal. dentry is the entry (negative for one
+ * that is being created).
+ */
+static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
+{
+	__u64 cgroup_id = bpf_get_current_cgroup_id();
+	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
+	if (!sess)
+		return 0;
+
+	struct walk w = {
+		.dentry = dentry,
+		.cgroup_id = cgroup_id,
+		.flags = flags,
+	};
+	for (int k = 0; k < FS_NFA_WORDS; k++) {
+		w.start[k] = sess->start[k];
+		w.start_dir[k] = sess->start[k] & ~sess->file_only[k];
+		w.start_file[k] = sess->start[k] & ~sess->dir_only[k];
+		w.final[k] = sess->final[k];
+		w.wildcard[k] = sess->wildcard[k];
+	}
+	bpf_loop(FS_MAX_DEPTH, walk_step, &w, 0);
+	if (!w.decided) {
+		w.kind = FS_KIND_DEPTH;
+		w.depth = FS_MAX_DEPTH;
+	}
+
+	bool refuse;
+	switch (w.kind) {
+	case FS_KIND_WRITABLE:
+		refuse = false;
+		if (!(flags & CHECK_READ)) {
+			__u64 any = 0;
+			for (int k = 0; k < FS_NFA_WORDS; k++)
+				any |= w.hit[k];
+			if (any) {
+				w.kind = FS_KIND_PATTERN;
+				refuse = true;
+			}
+		}
+		break;
+	case FS_KIND_NONE:
+	case FS_KIND_PROTECTED:
+		refuse = !(flags & CHECK_READ);
+		break;
+	default: /* FS_KIND_DENY_READ, FS_KIND_DEPTH */
+		refuse = true;
+		break;
+	}
+	if (!refuse)
+		return 0;
+	emit(&w, dentry, op, EACCES);
+	return -EACCES;
+}
+
+static __always_inline __u32 type_flags(struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	if (!inode)
+		return 0;
+	return (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR ? CHECK_LEAF_DIR : CHECK_LEAF_FILE;
+}
+
+/*
+ * Writing to a terminal or a harmless character device changes no file;
+ * shells open /dev/null and /dev/tty for writing all the time.
+ */
+static __always_inline bool harmless_device(struct inode *inode)
+{
+	struct inode___fs *i = (void *)inode;
+	umode_t fmt = BPF_CORE_READ(i, i_mode) & S_IFMT;
+	if (fmt != S_IFCHR)
+		return false;
+	dev_t rdev = BPF_CORE_READ(i, i_rdev);
+	__u32 major = rdev >> 20, minor = rdev & ((1U << 20) - 1);
+	switch (major) {
+	case 1: /* null, zero, full, random, urandom; not mem, kmem, port */
+		return minor == 3 || minor == 5 || minor == 7 || minor == 8 || minor == 9;
+	case 4: /* tty, ttyS */
+	case 5: /* /dev/tty, console, ptmx */
+		return true;
+	default: /* pts */
+		return major >= 136 && major <= 143;
+	}
+}
+
+SEC("lsm/file_open")
+int BPF_PROG(fs_file_open, struct file *file, int ret)
+{
+	if (ret)
+		return ret;
+	fmode_t mode = BPF_CORE_READ(file, f_mode);
+	unsigned int fflags = BPF_CORE_READ(file, f_flags);
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	bool write = (mode & FMODE_WRITE) || (fflags & O_TRUNC);
+	if (write) {
+		struct inode *inode = BPF_CORE_READ(file, f_inode);
+		umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+		/* FIFOs and sockets hold no data; some devices are harmless. */
+		if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
+			return 0;
+		return check((__u64)d, FS_OP_OPEN_WRITE, type_flags(d));
+	}
+	return check((__u64)d, FS_OP_OPEN_READ, CHECK_READ | type_flags(d));
+}
+
+SEC("lsm/path_truncate")
+int BPF_PROG(fs_path_truncate, const struct path *path, int ret)
+{
+	if (ret)
+		return ret;
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	return check((__u64)d, FS_OP_TRUNCATE, type_flags(d));
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(fs_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_UNLINK, CHECK_ENTRY | type_flags(dentry));
+}
+
+SEC("lsm/path_rmdir")
+int BPF_PROG(fs_path_rmdir, const struct path *dir, struct dentry *dentry, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_RMDIR, CHECK_ENTRY | CHECK_LEAF_DIR);
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(fs_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_MKDIR, CHECK_ENTRY | CHECK_LEAF_DIR);
+}
+
+/* Also reached by open(O_CREAT) for a new regular file. */
+SEC("lsm/path_mknod")
+int BPF_PROG(fs_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_MKNOD, CHECK_ENTRY | CHECK_LEAF_FILE);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(fs_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_SYMLINK, CHECK_ENTRY | CHECK_LEAF_FILE);
+}
+
+SEC("lsm/path_link")
+int BPF_PROG(fs_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
+{
+	if (ret)
+		return ret;
+	/* A new name for an inode lets it be written there: the inode must
+	 * be writable where it is. */
+	int err = check((__u64)old_dentry, FS_OP_LINK_SOURCE, CHECK_ENTRY | CHECK_LEAF_FILE);
+	if (err)
+		return err;
+	return check((__u64)new_dentry, FS_OP_LINK, CHECK_ENTRY | CHECK_PREFIX | CHECK_LEAF_FILE);
+}
+
+/*
+ * Both ends, always as CHECK_PREFIX: moving a directory that is part of a
+ * pattern (`mv .git x`) would take what it protects out of the pattern's
+ * reach, moving one into such a name would bring unprotected content in.
+ * RENAME_EXCHANGE moves both entries; the same two checks cover it.
+ */
+SEC("lsm/path_rename")
+int BPF_PROG(fs_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
+	     struct dentry *new_dentry, unsigned int rflags, int ret)
+{
+	if (ret)
+		return ret;
+	int err = check((__u64)old_dentry, FS_OP_RENAME_SOURCE, CHECK_ENTRY | CHECK_PREFIX | type_flags(old_dentry));
+	if (err)
+		return err;
+	return check((__u64)new_dentry, FS_OP_RENAME_TARGET, CHECK_ENTRY | CHECK_PREFIX | type_flags(old_dentry));
+}
+
+SEC("lsm/path_chmod")
+int BPF_PROG(fs_path_chmod, const struct path *path, umode_t mode, int ret)
+{
+	if (ret)
+		return ret;
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	return check((__u64)d, FS_OP_CHMOD, type_flags(d));
+}
+
+SEC("lsm/path_chown")
+int BPF_PROG(fs_path_chown, const struct path *path, __u32 uid, __u32 gid, int ret)
+{
+	if (ret)
+		return ret;
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	return check((__u64)d, FS_OP_CHOWN, type_flags(d));
+}
+
+/*
+ * inode_setattr covers what no path hook sees (utimes). Its arguments
+ * changed in 6.3 (a mnt_idmap came first); userspace loads the variant
+ * matching the kernel's BTF.
+ */
+SEC("lsm/inode_setattr")
+int BPF_PROG(fs_inode_setattr, struct dentry *dentry, struct iattr *attr, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_SETATTR, type_flags(dentry));
+}
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(fs_inode_setattr_idmap, void *idmap, struct dentry *dentry, struct iattr *attr, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_SETATTR, type_flags(dentry));
+}
+
+/* The first argument is a user_namespace (6.1) or a mnt_idmap (6.3+). */
+SEC("lsm/inode_setxattr")
+int BPF_PROG(fs_inode_setxattr, void *idmap, struct dentry *dentry, const char *name, const void *value, __u64 size,
+	     int xflags, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_SETXATTR, type_flags(dentry));
+}
+
+SEC("lsm/inode_removexattr")
+int BPF_PROG(fs_inode_removexattr, void *idmap, struct dentry *dentry, const char *name, int ret)
+{
+	if (ret)
+		return ret;
+	return check((__u64)dentry, FS_OP_REMOVEXATTR, type_flags(dentry));
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * fs.h: the data shared between the BPF-LSM filesystem programs (fs.c) and
+ * userspace (package fsguard). Every struct here is mirrored by a Go type
+ * that bpf2go generates, so fields are laid out without implicit padding.
+ */
+#ifndef OXS_FS_H
+#define OXS_FS_H
+
+#include "common.h"
+
+/*
+ * Protected patterns run as a bit-parallel NFA over path components, read
+ * from the entry upwards: every (pattern, component) pair owns one bit, the
+ * pattern's last component the lowest. FS_NFA_WORDS * 64 bounds the total
+ * number of components of a session's patterns.
+ */
+#define FS_NFA_WORDS 4
+/* Component names longer than this can never be a protected name. */
+#define FS_NAME_LEN 64
+/* Bound of the d_parent walk; a deeper entry is refused (fail closed). */
+#define FS_MAX_DEPTH 512
+/* Room for the path rebuilt into an event, in bytes. */
+#define FS_PATH_LEN 1024
+/* How many components the event path holds at most. */
+#define FS_PATH_COMPONENTS 64
+
+/* What an anchor means (fs_rule.kind), and why an event was refused. */
+enum fs_kind {
+	FS_KIND_NONE = 0,      /* no anchor: outside every writable root */
+	FS_KIND_WRITABLE = 1,  /* writable root */
+	FS_KIND_PROTECTED = 2, /* protected path: read-only, even below a root */
+	FS_KIND_DENY_READ = 3, /* secret: neither read nor written */
+	FS_KIND_PATTERN = 4,   /* a protected pattern matched below a root */
+	FS_KIND_DEPTH = 5,     /* the walk hit FS_MAX_DEPTH */
+};
+
+/* The refused operation (fs_event.op). */
+enum fs_op {
+	FS_OP_OPEN_WRITE = 1,
+	FS_OP_OPEN_READ = 2,
+	FS_OP_TRUNCATE = 3,
+	FS_OP_UNLINK = 4,
+	FS_OP_RMDIR = 5,
+	FS_OP_MKDIR = 6,
+	FS_OP_MKNOD = 7,
+	FS_OP_SYMLINK = 8,
+	FS_OP_LINK_SOURCE = 9,
+	FS_OP_LINK = 10,
+	FS_OP_RENAME_SOURCE = 11,
+	FS_OP_RENAME_TARGET = 12,
+	FS_OP_CHMOD = 13,
+	FS_OP_CHOWN = 14,
+	FS_OP_SETATTR = 15,
+	FS_OP_SETXATTR = 16,
+	FS_OP_REMOVEXATTR = 17,
+};
+
+/* fs_event.flags */
+#define FS_EVENT_PATH_TRUNCATED (1U << 0) /* path lost its leading components */
+#define FS_EVENT_NEW_ENTRY (1U << 1)      /* the entry did not exist yet */
+
+/* fs_sessions value: one per session cgroup id. */
+struct fs_session {
+	__u64 start[FS_NFA_WORDS];     /* a pattern's last component */
+	__u64 final[FS_NFA_WORDS];     /* a pattern's first component: a match */
+	__u64 wildcard[FS_NFA_WORDS];  /* "*" components */
+	__u64 dir_only[FS_NFA_WORDS];  /* start bits of dir-only patterns */
+	__u64 file_only[FS_NFA_WORDS]; /* start bits of file-only patterns */
+};
+
+/* fs_anchors key. dev is the kernel's s_dev (major << 20 | minor). */
+struct fs_anchor_key {
+	__u64 cgroup_id;
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+};
+
+struct fs_rule {
+	__u32 kind; /* enum fs_kind */
+	__u32 id;   /* userspace's index of the anchor, echoed in events */
+};
+
+/* fs_names key: a component name, zero padded. */
+struct fs_name_key {
+	__u64 cgroup_id;
+	char name[FS_NAME_LEN];
+};
+
+/* fs_names value: the NFA bits the name stands for. */
+struct fs_name_bits {
+	__u64 bits[FS_NFA_WORDS];
+};
+
+/* One refusal, sent to the fs_events ring buffer. */
+struct fs_event {
+	__u64 cgroup_id;
+	__u64 ino;     /* the refused entry, 0 for one that did not exist */
+	__u64 matched[FS_NFA_WORDS]; /* FS_KIND_PATTERN: the final bits hit */
+	__u32 dev;     /* kernel s_dev of the refused entry's filesystem */
+	__u32 pid;     /* tgid */
+	__u32 tid;
+	__u32 uid;
+	__u32 op;      /* enum fs_op */
+	__s32 errno_;  /* positive errno returned to the caller */
+	__u32 kind;    /* enum fs_kind: what decided */
+	__u32 rule_id; /* fs_rule.id of the deciding anchor */
+	__u32 depth;   /* how many levels the walk went up */
+	__u32 flags;   /* FS_EVENT_* */
+	__u16 path_off; /* the path is path[path_off:FS_PATH_LEN] */
+	__u8 _pad[6];
+	char comm[16];
+	char path[FS_PATH_LEN];
+};
+
+#endif /* OXS_FS_H */

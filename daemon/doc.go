@@ -1,0 +1,14 @@
+// Package daemon owns the oxsupervise supervisor daemon: an HTTP+JSON API on
+// a Unix socket whose every request is authorized by the kernel-reported
+// credentials of the connecting process (SO_PEERCRED, SO_PEERPIDFD), never
+// by anything the client claims. It creates sessions for unprivileged users
+// (policy loaded with the user's own file access and clamped by managed
+// policy on the daemon side), confines their processes, lists and stops
+// sessions, answers permission checks, and runs approved commands outside a
+// session (the escape hatch of DESIGN §2). It also has the client the CLI
+// uses when the daemon is running.
+//
+// File descriptors (a client's stdin, stdout and stderr) travel as
+// SCM_RIGHTS ancillary data on the bytes of the request that needs them;
+// see docs/daemon.md for the wire protocol.
+package daemon

@@ -1,0 +1,119 @@
+package fsguard
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// Op is the refused operation.
+type Op uint32
+
+// The values are bpf/fs.h's enum fs_op.
+const (
+	OpOpenWrite    Op = 1
+	OpOpenRead     Op = 2
+	OpTruncate     Op = 3
+	OpUnlink       Op = 4
+	OpRmdir        Op = 5
+	OpMkdir        Op = 6
+	OpMknod        Op = 7
+	OpSymlink      Op = 8
+	OpLinkSource   Op = 9
+	OpLink         Op = 10
+	OpRenameSource Op = 11
+	OpRenameTarget Op = 12
+	OpChmod        Op = 13
+	OpChown        Op = 14
+	OpSetattr      Op = 15
+	OpSetxattr     Op = 16
+	OpRemovexattr  Op = 17
+)
+
+var opNames = map[Op]string{
+	OpOpenWrite: "open_write", OpOpenRead: "open_read", OpTruncate: "truncate", OpUnlink: "unlink",
+	OpRmdir: "rmdir", OpMkdir: "mkdir", OpMknod: "create", OpSymlink: "symlink", OpLinkSource: "link_source",
+	OpLink: "link", OpRenameSource: "rename_source", OpRenameTarget: "rename_target", OpChmod: "chmod",
+	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
+}
+
+func (o Op) String() string {
+	if s, ok := opNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("op(%d)", uint32(o))
+}
+
+// Kind says what decided a refusal.
+type Kind uint32
+
+// The values are bpf/fs.h's enum fs_kind.
+const (
+	KindOutside   Kind = 0 // no writable root above the entry
+	KindWritable  Kind = 1
+	KindProtected Kind = 2 // a protected path (existing inode)
+	KindDenyRead  Kind = 3 // a secret
+	KindPattern   Kind = 4 // a protected pattern below a writable root
+	KindDepth     Kind = 5 // the walk hit its bound: refused, fail closed
+)
+
+var kindNames = map[Kind]string{
+	KindOutside: "outside_writable_roots", KindWritable: "writable_root", KindProtected: "protected_path",
+	KindDenyRead: "deny_read", KindPattern: "protected_pattern", KindDepth: "walk_depth_exceeded",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(%d)", uint32(k))
+}
+
+// Event is one refusal by the filesystem programs.
+type Event struct {
+	CgroupID uint64
+	PID, TID uint32
+	UID      uint32
+	Comm     string
+	Op       Op
+	Errno    syscall.Errno
+	// Dev is the refused entry's st_dev as userspace sees it, Ino its
+	// inode (0 when the entry did not exist yet: NewEntry).
+	Dev, Ino uint64
+	NewEntry bool
+	// Path is rebuilt from dentry names: absolute in the supervisor's
+	// mount namespace when a mount of the filesystem shows the entry,
+	// otherwise relative to the filesystem's root ("fsroot:" prefix).
+	Path          string
+	PathTruncated bool
+	Kind          Kind
+	// Rule names the anchor or pattern that decided, with its source.
+	Rule string
+	// Depth is how many parent steps the walk took before deciding.
+	Depth uint32
+}
+
+// componentsLeafFirst splits the event's path buffer ("leaf/parent/.../")
+// into components, outermost first.
+func componentsLeafFirst(buf []byte) []string {
+	s := strings.TrimSuffix(string(buf), "/")
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, "/")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return parts
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

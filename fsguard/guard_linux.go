@@ -1,0 +1,321 @@
+//go:build linux
+
+package fsguard
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// ErrClosed is returned by ReadEvent after Close.
+var ErrClosed = errors.New("fsguard: closed")
+
+// Guard owns the loaded filesystem programs and the sessions in their maps.
+type Guard struct {
+	progs  *loader.FSPrograms
+	reader *ringbuf.Reader
+
+	mu       sync.Mutex
+	sessions map[uint64]*session
+}
+
+// session remembers what AddSession wrote, to remove it and to explain
+// events.
+type session struct {
+	anchors []loader.FSAnchorKey
+	names   []loader.FSNameKey
+	rules   []string // by fs_rule.id
+	nfa     *nfa
+	pattern []policy.ProtectedPattern
+}
+
+// Load loads and attaches the filesystem programs. Nothing is enforced
+// until AddSession; Close detaches everything.
+func Load() (*Guard, error) {
+	progs, err := loader.LoadFS()
+	if err != nil {
+		return nil, err
+	}
+	rd, err := ringbuf.NewReader(progs.Events)
+	if err != nil {
+		progs.Close()
+		return nil, fmt.Errorf("open filesystem event ring buffer: %w", err)
+	}
+	return &Guard{progs: progs, reader: rd, sessions: map[uint64]*session{}}, nil
+}
+
+// Hooks names the LSM hooks the programs are attached to.
+func (g *Guard) Hooks() []string { return g.progs.Attached }
+
+// kernelDev converts userspace st_dev to the kernel's s_dev encoding.
+func kernelDev(dev uint64) uint32 {
+	return unix.Major(dev)<<20 | unix.Minor(dev)
+}
+
+func userDev(kdev uint32) uint64 {
+	return unix.Mkdev(kdev>>20, kdev&(1<<20-1))
+}
+
+// AddSession starts enforcing c for every task in cgroup cgroupID. It
+// writes the session entry last, so the programs never see a session
+// with half its rules; on error nothing of the session remains. A policy
+// without filesystem rules (full-access, external-sandbox) adds nothing.
+func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
+	if c == nil {
+		return errors.New("add filesystem session: nil policy")
+	}
+	if !c.FilesystemRules {
+		return nil
+	}
+	n, err := compilePatterns(c.ProtectedPatterns)
+	if err != nil {
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.sessions[cgroupID]; ok {
+		return fmt.Errorf("add filesystem session: cgroup %d already has one", cgroupID)
+	}
+
+	s := &session{nfa: n, pattern: c.ProtectedPatterns}
+	// A later, stronger kind wins for an inode listed twice.
+	rules := map[loader.FSAnchorKey]loader.FSRule{}
+	addAnchors := func(anchors []policy.Anchor, kind Kind, what string) {
+		for _, a := range anchors {
+			if !a.Exists || (a.Dev == 0 && a.Ino == 0) {
+				continue
+			}
+			key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: a.Ino, Dev: kernelDev(a.Dev)}
+			rules[key] = loader.FSRule{Kind: uint32(kind), Id: uint32(len(s.rules))}
+			s.rules = append(s.rules, fmt.Sprintf("%s %s (%s)", what, a.Path, sourceOr(a.Source)))
+		}
+	}
+	addAnchors(c.WritableRoots, KindWritable, "writable root")
+	addAnchors(c.ProtectedPaths, KindProtected, "protected path")
+	addAnchors(c.DenyRead, KindDenyRead, "denied read")
+
+	for key, rule := range rules {
+		if err := g.progs.Anchors.Update(key, rule, ebpf.UpdateNoExist); err != nil {
+			g.removeLocked(s)
+			return fmt.Errorf("add filesystem session for cgroup %d: write anchor %s: %w", cgroupID, s.rules[rule.Id], err)
+		}
+		s.anchors = append(s.anchors, key)
+	}
+	for name, bits := range n.names {
+		key := loader.FSNameKey{CgroupId: cgroupID}
+		for i := 0; i < len(name); i++ {
+			key.Name[i] = int8(name[i])
+		}
+		if err := g.progs.Names.Update(key, loader.FSNameBits{Bits: bits}, ebpf.UpdateNoExist); err != nil {
+			g.removeLocked(s)
+			return fmt.Errorf("add filesystem session for cgroup %d: write protected name %q: %w", cgroupID, name, err)
+		}
+		s.names = append(s.names, key)
+	}
+	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	if err := g.progs.Sessions.Update(cgroupID, sess, ebpf.UpdateNoExist); err != nil {
+		g.removeLocked(s)
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	g.sessions[cgroupID] = s
+	return nil
+}
+
+func sourceOr(s string) string {
+	if s == "" {
+		return "unknown source"
+	}
+	return s
+}
+
+// RemoveSession stops enforcing for cgroupID. The session entry goes
+// first, so the programs never judge by a half-removed rule set.
+func (g *Guard) RemoveSession(cgroupID uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sessions[cgroupID]
+	if !ok {
+		return fmt.Errorf("remove filesystem session: cgroup %d has none", cgroupID)
+	}
+	var errs []error
+	if err := g.progs.Sessions.Delete(cgroupID); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, fmt.Errorf("delete session entry: %w", err))
+	}
+	errs = append(errs, g.removeLocked(s))
+	delete(g.sessions, cgroupID)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	return nil
+}
+
+func (g *Guard) removeLocked(s *session) error {
+	var errs []error
+	for _, k := range s.anchors {
+		if err := g.progs.Anchors.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete anchor: %w", err))
+		}
+	}
+	for _, k := range s.names {
+		if err := g.progs.Names.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete protected name: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReadEvent blocks until the next refusal and decodes it. It returns
+// ErrClosed once Close was called.
+func (g *Guard) ReadEvent() (Event, error) {
+	rec, err := g.reader.Read()
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return Event{}, ErrClosed
+		}
+		return Event{}, fmt.Errorf("read filesystem event: %w", err)
+	}
+	var raw loader.FSEvent
+	if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
+		return Event{}, fmt.Errorf("filesystem event of %d bytes, want %d", len(rec.RawSample), unsafe.Sizeof(raw))
+	}
+	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+		return Event{}, fmt.Errorf("decode filesystem event: %w", err)
+	}
+	return g.decode(&raw), nil
+}
+
+func (g *Guard) decode(raw *loader.FSEvent) Event {
+	e := Event{
+		CgroupID:      raw.CgroupId,
+		PID:           raw.Pid,
+		TID:           raw.Tid,
+		UID:           raw.Uid,
+		Comm:          cString(raw.Comm[:]),
+		Op:            Op(raw.Op),
+		Errno:         syscall.Errno(raw.Errno),
+		Dev:           userDev(raw.Dev),
+		Ino:           raw.Ino,
+		NewEntry:      raw.Flags&(1<<1) != 0,
+		PathTruncated: raw.Flags&1 != 0,
+		Kind:          Kind(raw.Kind),
+		Depth:         raw.Depth,
+	}
+	off := min(int(raw.PathOff), len(raw.Path))
+	buf := make([]byte, off)
+	for i := range buf {
+		buf[i] = byte(raw.Path[i])
+	}
+	e.Path = mountedPath(raw.Dev, "/"+strings.Join(componentsLeafFirst(buf), "/"))
+
+	g.mu.Lock()
+	s := g.sessions[raw.CgroupId]
+	g.mu.Unlock()
+	switch {
+	case s == nil:
+		e.Rule = "unknown (session removed)"
+	case e.Kind == KindPattern:
+		var parts []string
+		for _, i := range s.nfa.patterns(raw.Matched) {
+			p := s.pattern[i]
+			parts = append(parts, fmt.Sprintf("protected pattern %s (%s)", strings.Join(p.Components, "/"), sourceOr(p.Source)))
+		}
+		e.Rule = strings.Join(parts, "; ")
+	case e.Kind == KindOutside:
+		e.Rule = "no writable root above the entry"
+	case e.Kind == KindDepth:
+		e.Rule = fmt.Sprintf("entry deeper than %d levels: refused", raw.Depth)
+	case int(raw.RuleId) < len(s.rules):
+		e.Rule = s.rules[raw.RuleId]
+	}
+	return e
+}
+
+// mountedPath turns a path relative to the root of filesystem kdev into
+// one the supervisor can open, through the mount that shows it.
+func mountedPath(kdev uint32, fsPath string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "fsroot:" + fsPath
+	}
+	defer f.Close()
+	want := strconv.FormatUint(uint64(kdev>>20), 10) + ":" + strconv.FormatUint(uint64(kdev&(1<<20-1)), 10)
+	best, bestRoot := "", ""
+	found := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[2] != want {
+			continue
+		}
+		root, mnt := unescape(fields[3]), unescape(fields[4])
+		if root != "/" && fsPath != root && !strings.HasPrefix(fsPath, root+"/") {
+			continue
+		}
+		if !found || len(root) > len(bestRoot) {
+			found, best, bestRoot = true, mnt, root
+		}
+	}
+	if !found {
+		return "fsroot:" + fsPath
+	}
+	if bestRoot == "/" {
+		return path.Join(best, fsPath)
+	}
+	return path.Join(best, strings.TrimPrefix(fsPath, bestRoot))
+}
+
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// EventsLost is the number of refusals the programs could not report
+// because the ring buffer was full.
+func (g *Guard) EventsLost() (uint64, error) {
+	var perCPU []uint64
+	if err := g.progs.EventsLost.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("read lost filesystem events: %w", err)
+	}
+	var sum uint64
+	for _, n := range perCPU {
+		sum += n
+	}
+	return sum, nil
+}
+
+// Close detaches the programs (every session stops being enforced) and
+// unblocks ReadEvent.
+func (g *Guard) Close() error {
+	errs := []error{g.reader.Close(), g.progs.Close()}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,83 @@
+//go:build linux
+
+package fsguard_test
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/fsguard"
+	"github.com/openoxide/oxsupervise/internal/testutil"
+)
+
+// requireBPFLSM skips (fails in the VM) unless an independent, hand-made
+// BPF_LSM_MAC program loads and attaches on this kernel.
+func requireBPFLSM(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	data, err := os.ReadFile("/sys/kernel/security/lsm")
+	if errors.Is(err, os.ErrNotExist) {
+		if err := unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("mount securityfs for the LSM list: %v", err)
+		}
+		data, err = os.ReadFile("/sys/kernel/security/lsm")
+	}
+	if err != nil {
+		t.Fatalf("read LSM list: %v", err)
+	}
+	if !slices.Contains(strings.Split(strings.TrimSpace(string(data)), ","), "bpf") {
+		testutil.SkipUnlessVM(t, "bpf is not in the active LSM list %q", strings.TrimSpace(string(data)))
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.LSM, AttachType: ebpf.AttachLSMMac, AttachTo: "file_open", License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		testutil.SkipUnlessVM(t, "BPF-LSM programs do not load on this kernel: %v", err)
+	}
+	defer prog.Close()
+	l, err := link.AttachLSM(link.LSMOptions{Program: prog})
+	if err != nil {
+		testutil.SkipUnlessVM(t, "BPF-LSM programs do not attach on this kernel: %v", err)
+	}
+	l.Close()
+}
+
+func loadGuard(t *testing.T) *fsguard.Guard {
+	t.Helper()
+	requireBPFLSM(t)
+	g, err := fsguard.Load()
+	if err != nil {
+		t.Fatalf("fsguard.Load() = %v", err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	return g
+}
+
+func TestLoadAttachesEveryHook(t *testing.T) {
+	g := loadGuard(t)
+	want := []string{"file_open", "path_truncate", "path_unlink", "path_rmdir", "path_mkdir", "path_mknod",
+		"path_symlink", "path_link", "path_rename", "path_chmod", "path_chown", "inode_setattr",
+		"inode_setxattr", "inode_removexattr"}
+	got := g.Hooks()
+	for _, h := range want {
+		if !slices.Contains(got, h) {
+			t.Errorf("hook %s not attached; attached: %v", h, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("attached %d hooks %v, want %d", len(got), got, len(want))
+	}
+}

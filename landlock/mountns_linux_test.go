@@ -1,0 +1,235 @@
+//go:build linux
+
+package landlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+const (
+	childPlanEnv  = "OXS_LANDLOCK_TEST_MOUNT_PLAN"
+	childProbeEnv = "OXS_LANDLOCK_TEST_PROBES"
+)
+
+// TestMain doubles as the child that applies a MountPlan in its own mount
+// namespace and reports what it could do afterwards.
+func TestMain(m *testing.M) {
+	if plan := os.Getenv(childPlanEnv); plan != "" {
+		os.Exit(mountChild(plan, os.Getenv(childProbeEnv)))
+	}
+	os.Exit(m.Run())
+}
+
+func mountChild(planJSON, probes string) int {
+	var p MountPlan
+	if err := json.Unmarshal([]byte(planJSON), &p); err != nil {
+		fmt.Println("decode:", err)
+		return 1
+	}
+	if err := p.Apply(); err != nil {
+		fmt.Println("APPLY-ERROR:", err)
+		return 0
+	}
+	for _, probe := range strings.Split(probes, "\n") {
+		op, path, _ := strings.Cut(probe, " ")
+		var err error
+		switch op {
+		case "write":
+			err = os.WriteFile(path, []byte("x"), 0o644)
+		case "append":
+			var f *os.File
+			if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				f.Close()
+			}
+		case "rename":
+			err = os.Rename(path, path+".moved")
+		case "read":
+			var b []byte
+			b, err = os.ReadFile(path)
+			if err == nil {
+				fmt.Printf("%s=content:%q\n", probe, b)
+				continue
+			}
+		default:
+			continue
+		}
+		var errno syscall.Errno
+		switch {
+		case err == nil:
+			fmt.Printf("%s=OK\n", probe)
+		case asErrno(err, &errno):
+			fmt.Printf("%s=%s\n", probe, unix.ErrnoName(errno))
+		default:
+			fmt.Printf("%s=%v\n", probe, err)
+		}
+	}
+	return 0
+}
+
+func asErrno(err error, out *syscall.Errno) bool {
+	for err != nil {
+		if e, ok := err.(syscall.Errno); ok {
+			*out = e
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+// applyInChild runs Apply in a child born in a new mount namespace.
+func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mount namespaces and mounts")
+	}
+	b, _ := json.Marshal(p)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childPlanEnv+"="+string(b), childProbeEnv+"="+strings.Join(probes, "\n"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "APPLY-ERROR: "); ok {
+			got["apply"] = rest
+		} else if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	return got
+}
+
+func mountsMentioning(t *testing.T, s string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), s)
+}
+
+func gitWorkspace(t *testing.T) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{".git/config": "[core]\n", ".env": "SECRET\n", "file": "f\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
+func TestMountPlanApply(t *testing.T) {
+	ws := gitWorkspace(t)
+	p := MountPlan{
+		Protected: []policy.Anchor{anchor(t, filepath.Join(ws, ".git/hooks")), anchor(t, filepath.Join(ws, ".git/config"))},
+		Pinned:    []string{filepath.Join(ws, ".git")},
+		Masked:    []string{filepath.Join(ws, ".env")},
+		ReadOnly:  []string{"/proc/sys"},
+	}
+	probes := map[string]string{
+		"write " + filepath.Join(ws, ".git/hooks/pre-commit"): "EROFS",
+		"append " + filepath.Join(ws, ".git/config"):          "EROFS",
+		"rename " + filepath.Join(ws, ".git"):                 "EBUSY",
+		"rename " + filepath.Join(ws, ".git/hooks"):           "EBUSY",
+		"write " + filepath.Join(ws, ".git/index"):            "OK",
+		"write " + filepath.Join(ws, "new"):                   "OK",
+		"read " + filepath.Join(ws, ".env"):                   `content:""`,
+		"read " + filepath.Join(ws, "file"):                   `content:"f\n"`,
+		"append /proc/sys/kernel/hostname":                    "EROFS",
+	}
+	var list []string
+	for k := range probes {
+		list = append(list, k)
+	}
+	before := mountsMentioning(t, ws)
+	got := applyInChild(t, p, list)
+	if got["apply"] != "" {
+		t.Fatalf("Apply: %s", got["apply"])
+	}
+	for probe, want := range probes {
+		if got[probe] != want {
+			t.Errorf("%s: got %q, want %q", probe, got[probe], want)
+		}
+	}
+	if after := mountsMentioning(t, ws); after != before {
+		t.Errorf("mounts leaked into the parent namespace: %d lines mention the workspace", after)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".env")); string(b) != "SECRET\n" {
+		t.Errorf(".env changed: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git/hooks/pre-commit")); err == nil {
+		t.Error("pre-commit hook was created")
+	}
+}
+
+func TestMountPlanFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, ws string) MountPlan
+		want    string
+	}{
+		{"symlink at a protected name", func(t *testing.T, ws string) MountPlan {
+			a := anchor(t, filepath.Join(ws, ".git/hooks"))
+			os.RemoveAll(filepath.Join(ws, ".git/hooks"))
+			if err := os.Symlink(t.TempDir(), filepath.Join(ws, ".git/hooks")); err != nil {
+				t.Fatal(err)
+			}
+			return MountPlan{Protected: []policy.Anchor{a}}
+		}, "symlink"},
+		{"symlinked parent", func(t *testing.T, ws string) MountPlan {
+			other := filepath.Join(filepath.Dir(ws), "realgit")
+			if err := os.Rename(filepath.Join(ws, ".git"), other); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, filepath.Join(ws, ".git")); err != nil {
+				t.Fatal(err)
+			}
+			return MountPlan{Protected: []policy.Anchor{anchor(t, filepath.Join(other, "config"))}, Pinned: []string{filepath.Join(ws, ".git")}}
+		}, "symlink"},
+		{"inode swapped since compile", func(t *testing.T, ws string) MountPlan {
+			a := anchor(t, filepath.Join(ws, ".git/config"))
+			// Create the replacement first so it cannot reuse the inode.
+			os.WriteFile(filepath.Join(ws, ".git/config.new"), nil, 0o644)
+			if err := os.Rename(filepath.Join(ws, ".git/config.new"), filepath.Join(ws, ".git/config")); err != nil {
+				t.Fatal(err)
+			}
+			return MountPlan{Protected: []policy.Anchor{a}}
+		}, "changed since the policy was compiled"},
+		{"vanished", func(t *testing.T, ws string) MountPlan {
+			a := anchor(t, filepath.Join(ws, ".git/config"))
+			os.Remove(filepath.Join(ws, ".git/config"))
+			return MountPlan{Protected: []policy.Anchor{a}}
+		}, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := gitWorkspace(t)
+			p := tc.prepare(t, ws)
+			got := applyInChild(t, p, nil)
+			if !strings.Contains(got["apply"], tc.want) {
+				t.Errorf("Apply error %q, want it to mention %q", got["apply"], tc.want)
+			}
+		})
+	}
+}

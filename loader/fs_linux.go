@@ -1,0 +1,145 @@
+//go:build linux
+
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// The types bpf/fs.h shares with userspace; package fsguard fills and
+// decodes them.
+type (
+	FSSession   = fsFsSession
+	FSAnchorKey = fsFsAnchorKey
+	FSRule      = fsFsRule
+	FSNameKey   = fsFsNameKey
+	FSNameBits  = fsFsNameBits
+	FSEvent     = fsFsEvent
+)
+
+// FSPrograms are the filesystem BPF-LSM programs (bpf/fs.c), loaded and
+// attached once for every session; the maps say which sessions exist and
+// what each may do.
+type FSPrograms struct {
+	Sessions   *ebpf.Map // cgroup id -> FSSession
+	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
+	Names      *ebpf.Map // FSNameKey -> FSNameBits
+	Events     *ebpf.Map // ring buffer of FSEvent
+	EventsLost *ebpf.Map // per-CPU count of failed reservations
+	Debug      *ebpf.Map
+
+	// Attached names the LSM hooks attached.
+	Attached []string
+
+	coll  *ebpf.Collection
+	links []link.Link
+}
+
+// variants lists programs of which exactly one is loaded, chosen by the
+// number of parameters the kernel's hook has: hooks whose signature
+// changed between kernels.
+var fsVariants = map[string]map[int]string{
+	"inode_setattr": {2: "fs_inode_setattr", 3: "fs_inode_setattr_idmap"},
+}
+
+// LoadFS loads the filesystem programs and attaches every one of them. It
+// fails, leaving nothing loaded, when any program does not load or attach:
+// a partial set would leave ways to change files unguarded.
+func LoadFS() (*FSPrograms, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
+	}
+	spec, err := loadFs()
+	if err != nil {
+		return nil, fmt.Errorf("load filesystem program spec: %w", err)
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("read kernel BTF: %w", err)
+	}
+	for hook, byArgs := range fsVariants {
+		n, err := lsmHookParams(kernel, hook)
+		if err != nil {
+			return nil, err
+		}
+		keep, ok := byArgs[n]
+		if !ok {
+			return nil, fmt.Errorf("LSM hook %s has %d parameters on this kernel; no program handles that signature", hook, n)
+		}
+		for _, name := range byArgs {
+			if name != keep {
+				delete(spec.Programs, name)
+			}
+		}
+	}
+
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("load filesystem programs: %w\n%+v", err, verr)
+		}
+		return nil, fmt.Errorf("load filesystem programs: %w", err)
+	}
+	p := &FSPrograms{
+		Sessions:   coll.Maps["fs_sessions"],
+		Anchors:    coll.Maps["fs_anchors"],
+		Names:      coll.Maps["fs_names"],
+		Events:     coll.Maps["fs_events"],
+		EventsLost: coll.Maps["fs_events_lost"],
+		Debug:      coll.Maps["fs_debug"],
+		coll:       coll,
+	}
+	names := make([]string, 0, len(coll.Programs))
+	for name := range coll.Programs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l, err := link.AttachLSM(link.LSMOptions{Program: coll.Programs[name]})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("attach %s to its LSM hook %s: %w", name, spec.Programs[name].AttachTo, err)
+		}
+		p.links = append(p.links, l)
+		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
+	}
+	return p, nil
+}
+
+// lsmHookParams counts the parameters of LSM hook name in the kernel BTF
+// (bpf_lsm_<hook> is the function BPF-LSM programs attach to).
+func lsmHookParams(kernel *btf.Spec, hook string) (int, error) {
+	var fn *btf.Func
+	if err := kernel.TypeByName("bpf_lsm_"+hook, &fn); err != nil {
+		return 0, fmt.Errorf("find LSM hook %s in kernel BTF: %w", hook, err)
+	}
+	proto, ok := fn.Type.(*btf.FuncProto)
+	if !ok {
+		return 0, fmt.Errorf("LSM hook %s: BTF type %T is not a function prototype", hook, fn.Type)
+	}
+	return len(proto.Params), nil
+}
+
+// Close detaches and unloads everything; the rules stop applying.
+func (p *FSPrograms) Close() error {
+	var errs []error
+	for _, l := range p.links {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.links = nil
+	if p.coll != nil {
+		p.coll.Close()
+		p.coll = nil
+	}
+	return errors.Join(errs...)
+}

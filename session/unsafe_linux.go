@@ -1,7 +1,0 @@
-//go:build linux
-
-package session
-
-import "unsafe"
-
-func unsafePointer[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }
