@@ -15,6 +15,8 @@ VMTEST_PKGS  ?= $(sort ./internal/vmtest/selftest $(VMTEST_EXTRA) \
 	$(patsubst %/,./%,$(dir $(shell grep -rlE --include='*_test.go' 'testutil\.(InVM|SkipUnlessVM)' \
 		--exclude-dir=.git --exclude-dir=.vmtest --exclude-dir=bin --exclude-dir=testdata . | sed 's|^\./||'))))
 VMTEST_FLAGS ?= -v
+# A hung test must not eat the CI budget (go test's default is 10m).
+UNIT_FLAGS   ?= -timeout 4m
 VMTEST_RUN   ?=
 
 .PHONY: all build generate generate-check test unit vet cross vmtest bench clean
@@ -68,7 +70,7 @@ cross:
 	done
 
 unit:
-	$(GO) test ./...
+	$(GO) test $(UNIT_FLAGS) ./...
 
 vmtest:
 	$(GO) run ./internal/vmtest/cmd/vmtest $(VMTEST_FLAGS) $(if $(VMTEST_RUN),--run '$(VMTEST_RUN)') -- $(VMTEST_PKGS)

@@ -92,18 +92,6 @@ struct walk {
 	__u32 _pad;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
-	__type(key, __u32);
-	__type(value, __u64);
-} fs_debug SEC(".maps");
-
-static __always_inline void dbg(__u32 i, __u64 v)
-{
-	bpf_map_update_elem(&fs_debug, &i, &v, 0);
-}
-
 static long walk_step(__u32 level, struct walk *w)
 {
 	struct dentry *d = (struct dentry *)w->dentry;
@@ -159,15 +147,6 @@ static long walk_step(__u32 level, struct walk *w)
 		}
 		w->state[k] = s;
 		w->hit[k] |= s & w->final[k];
-	}
-	if (level == 0) {
-		dbg(0, q.len);
-		dbg(1, bits ? bits->bits[0] : 0xdead);
-		dbg(2, w->state[0]);
-		dbg(3, w->hit[0]);
-		dbg(4, w->start_dir[0]);
-		dbg(5, *(__u64 *)nkey.name);
-		dbg(6, w->wildcard[0]);
 	}
 
 	struct dentry *parent = BPF_CORE_READ(d, d_parent);
@@ -259,6 +238,9 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		.flags = flags,
 	};
 	for (int k = 0; k < FS_NFA_WORDS; k++) {
+		/* Zero, but not a constant to the verifier; see fs_session.zero. */
+		w.state[k] = sess->zero;
+		w.hit[k] = sess->zero;
 		w.start[k] = sess->start[k];
 		w.start_dir[k] = sess->start[k] & ~sess->file_only[k];
 		w.start_file[k] = sess->start[k] & ~sess->dir_only[k];
@@ -486,4 +468,103 @@ int BPF_PROG(fs_inode_removexattr, void *idmap, struct dentry *dentry, const cha
 	if (ret)
 		return ret;
 	return check((__u64)dentry, FS_OP_REMOVEXATTR, type_flags(dentry));
+}
+
+/*
+ * Self-protection (DESIGN §2): a session may not load BPF, trace or
+ * signal tasks outside its own cgroup (the supervisor above all), or push
+ * keystrokes into a terminal.
+ */
+
+struct kernfs_node___fs {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup___fs {
+	struct kernfs_node___fs *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set___fs {
+	struct cgroup___fs *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
+struct task_struct___fs {
+	struct css_set___fs *cgroups;
+	pid_t tgid;
+} __attribute__((preserve_access_index));
+
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
+
+static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid)
+{
+	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
+		if (lost)
+			(*lost)++;
+		return -EPERM;
+	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__builtin_memset(e, 0, offsetof(struct fs_event, comm));
+	e->cgroup_id = cgroup_id;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->op = op;
+	e->errno_ = EPERM;
+	e->kind = FS_KIND_SELF;
+	e->target_pid = target_pid;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+	return -EPERM;
+}
+
+static __always_inline bool in_session(__u64 *cgroup_id)
+{
+	*cgroup_id = bpf_get_current_cgroup_id();
+	return bpf_map_lookup_elem(&fs_sessions, cgroup_id) != NULL;
+}
+
+static __always_inline bool same_cgroup(void *task, __u64 cgroup_id)
+{
+	struct task_struct___fs *t = task;
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) == cgroup_id;
+}
+
+SEC("lsm/bpf")
+int BPF_PROG(fs_bpf, int cmd, void *attr, unsigned int size, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_BPF, 0);
+}
+
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(fs_ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id) || same_cgroup(child, cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_PTRACE, BPF_CORE_READ((struct task_struct___fs *)child, tgid));
+}
+
+SEC("lsm/task_kill")
+int BPF_PROG(fs_task_kill, struct task_struct *p, void *info, int sig, const struct cred *cred, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id) || same_cgroup(p, cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_KILL, BPF_CORE_READ((struct task_struct___fs *)p, tgid));
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || (cmd != TIOCSTI && cmd != TIOCLINUX) || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0);
 }

@@ -33,6 +33,7 @@ enum fs_kind {
 	FS_KIND_DENY_READ = 3, /* secret: neither read nor written */
 	FS_KIND_PATTERN = 4,   /* a protected pattern matched below a root */
 	FS_KIND_DEPTH = 5,     /* the walk hit FS_MAX_DEPTH */
+	FS_KIND_SELF = 6,      /* self-protection: reaching out of the session */
 };
 
 /* The refused operation (fs_event.op). */
@@ -54,6 +55,10 @@ enum fs_op {
 	FS_OP_SETATTR = 15,
 	FS_OP_SETXATTR = 16,
 	FS_OP_REMOVEXATTR = 17,
+	FS_OP_BPF = 18,     /* bpf(2) */
+	FS_OP_PTRACE = 19,  /* ptrace, /proc/PID/{mem,environ,...} of a task outside */
+	FS_OP_KILL = 20,    /* a signal to a task outside */
+	FS_OP_TIOCSTI = 21, /* terminal input injection */
 };
 
 /* fs_event.flags */
@@ -67,6 +72,13 @@ struct fs_session {
 	__u64 wildcard[FS_NFA_WORDS];  /* "*" components */
 	__u64 dir_only[FS_NFA_WORDS];  /* start bits of dir-only patterns */
 	__u64 file_only[FS_NFA_WORDS]; /* start bits of file-only patterns */
+	/*
+	 * Always 0. The NFA state starts from it instead of a literal 0: the
+	 * 6.1 verifier simulates a bpf_loop callback once, starting from the
+	 * caller's stack, so with a constant initial state it would see
+	 * "no pattern matched" as the only outcome and drop the refusal.
+	 */
+	__u64 zero;
 };
 
 /* fs_anchors key. dev is the kernel's s_dev (major << 20 | minor). */
@@ -108,8 +120,9 @@ struct fs_event {
 	__u32 rule_id; /* fs_rule.id of the deciding anchor */
 	__u32 depth;   /* how many levels the walk went up */
 	__u32 flags;   /* FS_EVENT_* */
-	__u16 path_off; /* the path is path[path_off:FS_PATH_LEN] */
-	__u8 _pad[6];
+	__u16 path_off; /* path[0:path_off] holds the names, leaf first */
+	__u16 _pad;
+	__u32 target_pid; /* FS_OP_PTRACE, FS_OP_KILL: the task reached for */
 	char comm[16];
 	char path[FS_PATH_LEN];
 };

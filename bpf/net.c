@@ -4,9 +4,11 @@
  *
  * Every program is attached once, on the sessions' parent cgroup, and finds
  * its session by cgroup id (of the task's group or an ancestor); a task
- * outside every session is never affected. The socket hooks (connect, sendmsg, sock_create) decide;
- * the cgroup_skb/egress floor re-checks every packet so that a path the
- * socket hooks do not see still cannot reach a refused destination.
+ * outside every session is never affected. The socket hooks (connect,
+ * sendmsg, sock_create) decide; the cgroup_skb/egress floor re-checks
+ * every packet, judged by the socket's group rather than the sending
+ * task's, so a path the socket hooks do not see (a session socket used by
+ * a process outside the session) still cannot reach a refused destination.
  *
  * Only UAPI types are used (bpf_sock_addr, bpf_sock, __sk_buff), so the
  * object needs no BTF of the running kernel and no CO-RE.
@@ -18,14 +20,6 @@
 
 #include "net.h"
 
-#ifndef AF_INET
-#define AF_INET 2
-#endif
-#ifndef AF_INET6
-#define AF_INET6 10
-#endif
-#define SOCK_STREAM 1
-#define SOCK_DGRAM 2
 #define SOCK_RAW 3
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
@@ -607,7 +601,7 @@ int net_egress_floor(struct __sk_buff *skb)
 		/* An accepted connection of a session server: a bound TCP
 		 * socket whose connect was never judged cannot have opened a
 		 * connection itself (connect, TFO and io_uring are all judged). */
-		if (0 && info && protocol == IPPROTO_TCP && info->bound && !info->allowed &&
+		if (info && protocol == IPPROTO_TCP && info->bound && !info->allowed &&
 		    info->owner == cgid)
 			return 1;
 	}

@@ -605,7 +605,10 @@ func TestLoopbackSessionServerAndStalePort(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer cmd.Wait()
+		defer func() {
+			cmd.Process.Kill() // after a failure it may still wait for a client
+			cmd.Wait()
+		}()
 		lines := bufio.NewScanner(stdout)
 		var r helperResult
 		if !lines.Scan() || json.Unmarshal(lines.Bytes(), &r) != nil || r.Errno != "" {
@@ -808,7 +811,10 @@ func TestResolverTTLExpiry(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
 	lines := bufio.NewScanner(stdout)
 	next := func() helperResult {
 		if !lines.Scan() {

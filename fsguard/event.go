@@ -28,6 +28,10 @@ const (
 	OpSetattr      Op = 15
 	OpSetxattr     Op = 16
 	OpRemovexattr  Op = 17
+	OpBPF          Op = 18 // self-protection: bpf(2)
+	OpPtrace       Op = 19 // self-protection: ptrace or /proc/PID access to a task outside
+	OpKill         Op = 20 // self-protection: a signal to a task outside
+	OpTIOCSTI      Op = 21 // self-protection: terminal input injection
 )
 
 var opNames = map[Op]string{
@@ -35,6 +39,7 @@ var opNames = map[Op]string{
 	OpRmdir: "rmdir", OpMkdir: "mkdir", OpMknod: "create", OpSymlink: "symlink", OpLinkSource: "link_source",
 	OpLink: "link", OpRenameSource: "rename_source", OpRenameTarget: "rename_target", OpChmod: "chmod",
 	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
+	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti",
 }
 
 func (o Op) String() string {
@@ -55,11 +60,13 @@ const (
 	KindDenyRead  Kind = 3 // a secret
 	KindPattern   Kind = 4 // a protected pattern below a writable root
 	KindDepth     Kind = 5 // the walk hit its bound: refused, fail closed
+	KindSelf      Kind = 6 // self-protection: the session reached outside itself
 )
 
 var kindNames = map[Kind]string{
 	KindOutside: "outside_writable_roots", KindWritable: "writable_root", KindProtected: "protected_path",
 	KindDenyRead: "deny_read", KindPattern: "protected_pattern", KindDepth: "walk_depth_exceeded",
+	KindSelf: "self_protection",
 }
 
 func (k Kind) String() string {
@@ -83,7 +90,8 @@ type Event struct {
 	NewEntry bool
 	// Path is rebuilt from dentry names: absolute in the supervisor's
 	// mount namespace when a mount of the filesystem shows the entry,
-	// otherwise relative to the filesystem's root ("fsroot:" prefix).
+	// otherwise relative to the filesystem's root ("fsroot:" prefix);
+	// ".../" and the innermost components when PathTruncated.
 	Path          string
 	PathTruncated bool
 	Kind          Kind
@@ -91,6 +99,9 @@ type Event struct {
 	Rule string
 	// Depth is how many parent steps the walk took before deciding.
 	Depth uint32
+	// TargetPID is the task a self-protection refusal (OpPtrace, OpKill)
+	// protected.
+	TargetPID uint32
 }
 
 // componentsLeafFirst splits the event's path buffer ("leaf/parent/.../")

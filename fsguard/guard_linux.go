@@ -222,7 +222,16 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 	for i := range buf {
 		buf[i] = byte(raw.Path[i])
 	}
-	e.Path = mountedPath(raw.Dev, "/"+strings.Join(componentsLeafFirst(buf), "/"))
+	e.TargetPID = raw.TargetPid
+	switch {
+	case e.Kind == KindSelf:
+		// Not about a file: no path.
+	case e.PathTruncated:
+		// The walk's upper part is unknown: no mount can place it.
+		e.Path = ".../" + strings.Join(componentsLeafFirst(buf), "/")
+	default:
+		e.Path = mountedPath(raw.Dev, "/"+strings.Join(componentsLeafFirst(buf), "/"))
+	}
 
 	g.mu.Lock()
 	s := g.sessions[raw.CgroupId]
@@ -239,6 +248,8 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		e.Rule = strings.Join(parts, "; ")
 	case e.Kind == KindOutside:
 		e.Rule = "no writable root above the entry"
+	case e.Kind == KindSelf:
+		e.Rule = "self-protection: a session may not reach outside itself"
 	case e.Kind == KindDepth:
 		e.Rule = fmt.Sprintf("entry deeper than %d levels: refused", raw.Depth)
 	case int(raw.RuleId) < len(s.rules):
@@ -268,7 +279,9 @@ func mountedPath(kdev uint32, fsPath string) string {
 		if root != "/" && fsPath != root && !strings.HasPrefix(fsPath, root+"/") {
 			continue
 		}
-		if !found || len(root) > len(bestRoot) {
+		// The mount showing most of the filesystem names the entry the
+		// way its own tree does, not by an alias.
+		if !found || len(root) < len(bestRoot) {
 			found, best, bestRoot = true, mnt, root
 		}
 	}

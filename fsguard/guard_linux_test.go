@@ -70,7 +70,7 @@ func TestLoadAttachesEveryHook(t *testing.T) {
 	g := loadGuard(t)
 	want := []string{"file_open", "path_truncate", "path_unlink", "path_rmdir", "path_mkdir", "path_mknod",
 		"path_symlink", "path_link", "path_rename", "path_chmod", "path_chown", "inode_setattr",
-		"inode_setxattr", "inode_removexattr"}
+		"inode_setxattr", "inode_removexattr", "bpf", "ptrace_access_check", "task_kill", "file_ioctl"}
 	got := g.Hooks()
 	for _, h := range want {
 		if !slices.Contains(got, h) {

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +107,79 @@ func runOp(op string, a []string) error {
 	case "utimes":
 		ts := []unix.Timespec{unix.NsecToTimespec(time.Unix(1000, 0).UnixNano()), unix.NsecToTimespec(time.Unix(1000, 0).UnixNano())}
 		return unix.UtimesNano(a[0], ts)
+	case "procfd-reopen": // open a[0] read-only, reopen it for writing through /proc/self/fd
+		fd, err := unix.Open(a[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("read-only open: %w", err)
+		}
+		defer unix.Close(fd)
+		wfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(wfd)
+		_, err = unix.Write(wfd, []byte(a[1]))
+		return err
+	case "chroot-write": // keep a dir fd to a[0], chroot into a[1], write a[0]/a[2] through the fd
+		dfd, err := unix.Open(a[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open dir: %w", err)
+		}
+		if err := unix.Chroot(a[1]); err != nil {
+			return fmt.Errorf("chroot: %w", err)
+		}
+		fd, err := unix.Openat(dfd, a[2], unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		_, err = unix.Write(fd, []byte("chroot"))
+		return err
+	case "sleep":
+		time.Sleep(time.Minute)
+		return nil
+	case "bpf": // create a one-entry array map
+		attr := struct{ mapType, keySize, valueSize, maxEntries uint32 }{2, 4, 4, 1}
+		fd, _, errno := unix.Syscall(unix.SYS_BPF, 0 /* BPF_MAP_CREATE */, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+		if errno != 0 {
+			return errno
+		}
+		return unix.Close(int(fd))
+	case "kill": // kill(pid, sig); "self" for our own pid
+		pid := os.Getpid()
+		if a[0] != "self" {
+			pid, _ = strconv.Atoi(a[0])
+		}
+		sig, _ := strconv.Atoi(a[1])
+		return unix.Kill(pid, unix.Signal(sig))
+	case "ptrace":
+		pid, _ := strconv.Atoi(a[0])
+		runtime.LockOSThread()
+		if err := unix.PtraceAttach(pid); err != nil {
+			return err
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		return unix.PtraceDetach(pid)
+	case "environ":
+		_, err := os.ReadFile("/proc/" + a[0] + "/environ")
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return errno
+		}
+		return err
+	case "tiocsti": // inject a byte into a fresh pseudo-terminal
+		fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open /dev/ptmx: %w", err)
+		}
+		defer unix.Close(fd)
+		c := byte('x')
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+		if errno != 0 {
+			return errno
+		}
+		return nil
 	case "mkdirp-write": // mkdir a[0] then write a[0]/a[1]
 		if err := unix.Mkdir(a[0], 0o755); err != nil {
 			return err

@@ -53,6 +53,11 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	if rs != nil {
 		m.Masked = append(m.Masked, rs.Masked...)
 	}
+	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
+	if err != nil {
+		return m, err
+	}
+	m.Masked = append(m.Masked, socks...)
 	for _, g := range c.DenyReadGlobs {
 		matches, err := globMatches(g, maxGlobWalk)
 		if err != nil {
@@ -109,6 +114,53 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	}
 	sort.Strings(m.Pinned)
 	return m, nil
+}
+
+// escapeSockets are well-known sockets whose servers act for the user
+// outside the session: through them a confined process can start processes
+// outside its cgroup and every other layer (systemd-run --user, docker run
+// -v /:/host) or use the user's keys (agents). Landlock cannot refuse
+// connect(2) on a pathname socket, so the mount layer hides them unless the
+// policy lists them in network.allow_unix_sockets.
+var escapeSockets = []string{
+	"/run/user/*/bus", "/run/user/*/systemd/private", "/run/user/*/systemd/io.systemd.*",
+	"/run/dbus/system_bus_socket", "/run/systemd/private",
+	"/run/docker.sock", "/run/user/*/docker.sock", "/run/containerd/containerd.sock",
+	"/run/podman/podman.sock", "/run/user/*/podman/podman.sock",
+	"/run/user/*/gnupg/S.gpg-agent*", "/run/user/*/keyring/*", "/tmp/ssh-*/agent.*",
+}
+
+// escapeSocketMasks lists the existing sockets matching globs, symlinks
+// resolved (the mount layer refuses to follow them), except allowed ones.
+func escapeSocketMasks(globs, allowed []string) ([]string, error) {
+	allow := map[string]bool{}
+	for _, a := range allowed {
+		allow[filepath.Clean(a)] = true
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			allow[r] = true
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range globs {
+		matches, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("mount namespace: escape socket pattern %s: %w", g, err)
+		}
+		for _, p := range matches {
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				continue // vanished, or a dangling link: nothing to reach
+			}
+			fi, err := os.Lstat(real)
+			if err != nil || fi.Mode().Type() != os.ModeSocket || allow[p] || allow[real] || seen[real] {
+				continue
+			}
+			seen[real] = true
+			out = append(out, real)
+		}
+	}
+	return out, nil
 }
 
 // maxGlobWalk bounds the walk for deny-read globs: a workspace with more

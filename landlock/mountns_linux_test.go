@@ -54,6 +54,12 @@ func mountChild(planJSON, probes string) int {
 			}
 		case "rename":
 			err = os.Rename(path, path+".moved")
+		case "connect":
+			var fd int
+			if fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+				err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+				unix.Close(fd)
+			}
 		case "read":
 			var b []byte
 			b, err = os.ReadFile(path)
@@ -231,5 +237,71 @@ func TestMountPlanFailsClosed(t *testing.T) {
 				t.Errorf("Apply error %q, want it to mention %q", got["apply"], tc.want)
 			}
 		})
+	}
+}
+
+// listenUnix creates a listening pathname socket at p for the test's life.
+func listenUnix(t *testing.T, p string) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEscapeSocketMasks proves that well-known escape sockets (systemd,
+// D-Bus, docker, agents: servers that act outside the session) are hidden
+// unless listed, and that the hidden socket refuses connections.
+func TestEscapeSocketMasks(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	for _, d := range []string{"user/1000/systemd", "user/1001", "docker-link"} {
+		if err := os.MkdirAll(filepath.Join(run, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bus := filepath.Join(run, "user/1000/bus")
+	private := filepath.Join(run, "user/1000/systemd/private")
+	allowedBus := filepath.Join(run, "user/1001/bus")
+	listenUnix(t, bus)
+	listenUnix(t, private)
+	listenUnix(t, allowedBus)
+	// A regular file at a socket's name is not a socket: left alone.
+	if err := os.WriteFile(filepath.Join(run, "docker.sock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A symlinked directory on the way is resolved, never followed later.
+	if err := os.Symlink(filepath.Join(run, "user/1000"), filepath.Join(run, "docker-link/u")); err != nil {
+		t.Fatal(err)
+	}
+	globs := []string{run + "/user/*/bus", run + "/user/*/systemd/private", run + "/docker.sock", run + "/docker-link/u/bus"}
+	got, err := escapeSocketMasks(globs, []string{allowedBus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{bus, private}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("masks %v, want %v", got, want)
+	}
+
+	before := mountsMentioning(t, dir)
+	res := applyInChild(t, MountPlan{Masked: got}, []string{"connect " + bus, "connect " + allowedBus})
+	if res["apply"] != "" {
+		t.Fatalf("Apply: %s", res["apply"])
+	}
+	if res["connect "+bus] != "ECONNREFUSED" {
+		t.Errorf("connect to the hidden %s: %q, want ECONNREFUSED", bus, res["connect "+bus])
+	}
+	if res["connect "+allowedBus] != "OK" {
+		t.Errorf("connect to the allowed %s: %q, want OK", allowedBus, res["connect "+allowedBus])
+	}
+	if after := mountsMentioning(t, dir); after != before {
+		t.Errorf("mounts leaked into the parent namespace")
 	}
 }

@@ -22,24 +22,25 @@ type fsFsAnchorKey struct {
 }
 
 type fsFsEvent struct {
-	_        structs.HostLayout
-	CgroupId uint64
-	Ino      uint64
-	Matched  [4]uint64
-	Dev      uint32
-	Pid      uint32
-	Tid      uint32
-	Uid      uint32
-	Op       uint32
-	Errno    int32
-	Kind     uint32
-	RuleId   uint32
-	Depth    uint32
-	Flags    uint32
-	PathOff  uint16
-	Pad      [6]uint8
-	Comm     [16]int8
-	Path     [1024]int8
+	_         structs.HostLayout
+	CgroupId  uint64
+	Ino       uint64
+	Matched   [4]uint64
+	Dev       uint32
+	Pid       uint32
+	Tid       uint32
+	Uid       uint32
+	Op        uint32
+	Errno     int32
+	Kind      uint32
+	RuleId    uint32
+	Depth     uint32
+	Flags     uint32
+	PathOff   uint16
+	Pad       uint16
+	TargetPid uint32
+	Comm      [16]int8
+	Path      [1024]int8
 }
 
 type fsFsNameBits struct {
@@ -66,6 +67,7 @@ type fsFsSession struct {
 	Wildcard [4]uint64
 	DirOnly  [4]uint64
 	FileOnly [4]uint64
+	Zero     uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -73,11 +75,12 @@ type fsFsSession struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	fsMapFsAnchors            = "fs_anchors"
-	fsMapFsDebug              = "fs_debug"
 	fsMapFsEvents             = "fs_events"
 	fsMapFsEventsLost         = "fs_events_lost"
 	fsMapFsNames              = "fs_names"
 	fsMapFsSessions           = "fs_sessions"
+	fsProgFsBpf               = "fs_bpf"
+	fsProgFsFileIoctl         = "fs_file_ioctl"
 	fsProgFsFileOpen          = "fs_file_open"
 	fsProgFsInodeRemovexattr  = "fs_inode_removexattr"
 	fsProgFsInodeSetattr      = "fs_inode_setattr"
@@ -93,6 +96,8 @@ const (
 	fsProgFsPathSymlink       = "fs_path_symlink"
 	fsProgFsPathTruncate      = "fs_path_truncate"
 	fsProgFsPathUnlink        = "fs_path_unlink"
+	fsProgFsPtraceAccessCheck = "fs_ptrace_access_check"
+	fsProgFsTaskKill          = "fs_task_kill"
 	fsVarUnusedFsEvent        = "unused_fs_event"
 )
 
@@ -138,6 +143,8 @@ type fsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsProgramSpecs struct {
+	FsBpf               *ebpf.ProgramSpec `ebpf:"fs_bpf"`
+	FsFileIoctl         *ebpf.ProgramSpec `ebpf:"fs_file_ioctl"`
 	FsFileOpen          *ebpf.ProgramSpec `ebpf:"fs_file_open"`
 	FsInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
 	FsInodeSetattr      *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
@@ -153,6 +160,8 @@ type fsProgramSpecs struct {
 	FsPathSymlink       *ebpf.ProgramSpec `ebpf:"fs_path_symlink"`
 	FsPathTruncate      *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
 	FsPathUnlink        *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
+	FsPtraceAccessCheck *ebpf.ProgramSpec `ebpf:"fs_ptrace_access_check"`
+	FsTaskKill          *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
 }
 
 // fsMapSpecs contains maps before they are loaded into the kernel.
@@ -160,7 +169,6 @@ type fsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsMapSpecs struct {
 	FsAnchors    *ebpf.MapSpec `ebpf:"fs_anchors"`
-	FsDebug      *ebpf.MapSpec `ebpf:"fs_debug"`
 	FsEvents     *ebpf.MapSpec `ebpf:"fs_events"`
 	FsEventsLost *ebpf.MapSpec `ebpf:"fs_events_lost"`
 	FsNames      *ebpf.MapSpec `ebpf:"fs_names"`
@@ -195,7 +203,6 @@ func (o *fsObjects) Close() error {
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsMaps struct {
 	FsAnchors    *ebpf.Map `ebpf:"fs_anchors"`
-	FsDebug      *ebpf.Map `ebpf:"fs_debug"`
 	FsEvents     *ebpf.Map `ebpf:"fs_events"`
 	FsEventsLost *ebpf.Map `ebpf:"fs_events_lost"`
 	FsNames      *ebpf.Map `ebpf:"fs_names"`
@@ -205,7 +212,6 @@ type fsMaps struct {
 func (m *fsMaps) Close() error {
 	return _FsClose(
 		m.FsAnchors,
-		m.FsDebug,
 		m.FsEvents,
 		m.FsEventsLost,
 		m.FsNames,
@@ -224,6 +230,8 @@ type fsVariables struct {
 //
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsPrograms struct {
+	FsBpf               *ebpf.Program `ebpf:"fs_bpf"`
+	FsFileIoctl         *ebpf.Program `ebpf:"fs_file_ioctl"`
 	FsFileOpen          *ebpf.Program `ebpf:"fs_file_open"`
 	FsInodeRemovexattr  *ebpf.Program `ebpf:"fs_inode_removexattr"`
 	FsInodeSetattr      *ebpf.Program `ebpf:"fs_inode_setattr"`
@@ -239,10 +247,14 @@ type fsPrograms struct {
 	FsPathSymlink       *ebpf.Program `ebpf:"fs_path_symlink"`
 	FsPathTruncate      *ebpf.Program `ebpf:"fs_path_truncate"`
 	FsPathUnlink        *ebpf.Program `ebpf:"fs_path_unlink"`
+	FsPtraceAccessCheck *ebpf.Program `ebpf:"fs_ptrace_access_check"`
+	FsTaskKill          *ebpf.Program `ebpf:"fs_task_kill"`
 }
 
 func (p *fsPrograms) Close() error {
 	return _FsClose(
+		p.FsBpf,
+		p.FsFileIoctl,
 		p.FsFileOpen,
 		p.FsInodeRemovexattr,
 		p.FsInodeSetattr,
@@ -258,6 +270,8 @@ func (p *fsPrograms) Close() error {
 		p.FsPathSymlink,
 		p.FsPathTruncate,
 		p.FsPathUnlink,
+		p.FsPtraceAccessCheck,
+		p.FsTaskKill,
 	)
 }
 

@@ -33,7 +33,6 @@ type FSPrograms struct {
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
 	Events     *ebpf.Map // ring buffer of FSEvent
 	EventsLost *ebpf.Map // per-CPU count of failed reservations
-	Debug      *ebpf.Map
 
 	// Attached names the LSM hooks attached.
 	Attached []string
@@ -94,7 +93,6 @@ func LoadFS() (*FSPrograms, error) {
 		Names:      coll.Maps["fs_names"],
 		Events:     coll.Maps["fs_events"],
 		EventsLost: coll.Maps["fs_events_lost"],
-		Debug:      coll.Maps["fs_debug"],
 		coll:       coll,
 	}
 	names := make([]string, 0, len(coll.Programs))

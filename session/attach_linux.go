@@ -40,7 +40,7 @@ type AttachOptions struct {
 }
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
-const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session applies network rules only"
+const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
 
 // pfKthread is PF_KTHREAD in include/linux/sched.h.
 const pfKthread = 0x00200000
@@ -164,6 +164,11 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	}
 	if opts.Unavailable[LayerCgroup] {
 		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+	}
+	// Unlike run, attach has no network namespace to fall back on: a
+	// running process cannot be moved into one.
+	if opts.Policy.Network.Policy != policy.NetFull && !hasLayer(opts.Layers, LayerNetwork) {
+		return nil, &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer to confine a running process, and this supervisor does not provide it; attach with --net full to get cgroup containment only", opts.Policy.Network.Policy)}
 	}
 	id, err := NewID()
 	if err != nil {

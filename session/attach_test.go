@@ -107,14 +107,15 @@ func TestAttachMovesWholeTree(t *testing.T) {
 	tree := startTree(t)
 	root := tree.Process.Pid
 
-	r := e.run(t, nil, "attach", "--pid", strconv.Itoa(root))
+	// No network layer exists for attach here: only --net full can attach.
+	r := e.run(t, nil, "attach", "--net", "full", "--pid", strconv.Itoa(root))
 	if r.code != 0 {
 		t.Fatalf("attach: exit %d\n%s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(r.stdout)
 	t.Cleanup(func() { e.run(t, nil, "stop", id) })
-	if !strings.Contains(r.stderr, "filesystem rules for attach need BPF-LSM") || !strings.Contains(r.stderr, "network rules only") {
-		t.Errorf("attach did not say that only network rules apply:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "filesystem rules for attach need BPF-LSM") || !strings.Contains(r.stderr, "does NOT enforce the policy's filesystem rules") {
+		t.Errorf("attach did not say that filesystem rules are not enforced:\n%s", r.stderr)
 	}
 	group := filepath.Join(cg2, "oxsupervise", id)
 	want := "/oxsupervise/" + id
@@ -225,14 +226,26 @@ func TestAttachRefuses(t *testing.T) {
 		{"not-a-number", "abc", "invalid argument", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.run(t, nil, "attach", "--pid", tc.pid)
+			r := e.run(t, nil, "attach", "--net", "full", "--pid", tc.pid)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q (want %q)", r.code, tc.code, r.stderr, tc.want)
 			}
 		})
 	}
-	t.Run("other-user-allowed", func(t *testing.T) {
+	t.Run("network-none-unenforceable", func(t *testing.T) {
+		// The default policy says network none; attach cannot enforce it
+		// without the cgroup network layer, so it must refuse, not
+		// confine the process into a cgroup and call that a session.
 		r := e.run(t, nil, "attach", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
+		if r.code != 125 || !strings.Contains(r.stderr, "layer network") {
+			t.Errorf("exit %d (want 125), stderr %q (want it to name layer network)", r.code, r.stderr)
+		}
+		if got := cgroupOf(other.Process.Pid); strings.Contains(got, "/oxsupervise/") {
+			t.Errorf("pid moved into %s although attach refused", got)
+		}
+	})
+	t.Run("other-user-allowed", func(t *testing.T) {
+		r := e.run(t, nil, "attach", "--net", "full", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}

@@ -41,6 +41,9 @@ type LaunchSpec struct {
 
 	Mounts   landlock.MountPlan `json:"mounts"`
 	Landlock *landlock.Ruleset  `json:"landlock,omitempty"`
+	// LoopbackUp brings up lo in the launcher's private network namespace
+	// (only meaningful when the supervisor cloned one).
+	LoopbackUp bool `json:"loopback_up,omitempty"`
 }
 
 // launchFailure is what the launcher reports on the status pipe.
@@ -58,6 +61,9 @@ var rootCapsDropped = []uintptr{
 	unix.CAP_SYS_PTRACE, unix.CAP_SYS_RAWIO, unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE,
 	unix.CAP_SYS_BOOT, unix.CAP_SETPCAP, unix.CAP_SYSLOG, unix.CAP_AUDIT_CONTROL,
 	unix.CAP_LINUX_IMMUTABLE, unix.CAP_MKNOD, unix.CAP_SYS_CHROOT,
+	// open_by_handle_at(2) reaches an inode through the mount a handle
+	// names, i.e. past the read-only bind mounts on protected paths.
+	unix.CAP_DAC_READ_SEARCH,
 }
 
 // LauncherMain is the launcher process: it builds the boundary inside the
@@ -67,6 +73,9 @@ func LauncherMain() int {
 	// Credentials, no_new_privs and the Landlock domain are per thread:
 	// everything happens on this thread, which then execs.
 	runtime.LockOSThread()
+	// The supervisor, whose death must take the command with it (see
+	// rearmParentDeathSignal).
+	supervisor := unix.Getppid()
 	status := os.NewFile(statusFD, "status")
 	fail := func(f launchFailure, code int) int {
 		b, _ := json.Marshal(f)
@@ -91,7 +100,7 @@ func LauncherMain() int {
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return fail(launchFailure{Layer: LayerMountNS, Error: fmt.Sprintf("decode launch spec: %v", err)}, 125)
 	}
-	if layer, err := buildBoundary(&spec); err != nil {
+	if layer, err := buildBoundary(&spec, supervisor); err != nil {
 		return fail(launchFailure{Layer: layer, Error: err.Error()}, 125)
 	}
 	err = unix.Exec(spec.Path, spec.Argv, spec.Env)
@@ -103,9 +112,14 @@ func LauncherMain() int {
 }
 
 // buildBoundary does every step before exec and names the layer that failed.
-func buildBoundary(spec *LaunchSpec) (string, error) {
+func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 	if err := spec.Mounts.Apply(); err != nil {
 		return LayerMountNS, err
+	}
+	if spec.LoopbackUp {
+		if err := loopbackUp(); err != nil {
+			return LayerNetNS, err
+		}
 	}
 	prepared, err := spec.Landlock.Prepare()
 	if err != nil {
@@ -120,6 +134,9 @@ func buildBoundary(spec *LaunchSpec) (string, error) {
 	if err := dropPrivileges(spec); err != nil {
 		return "credentials", err
 	}
+	if err := rearmParentDeathSignal(supervisor); err != nil {
+		return "credentials", err
+	}
 	if err := unix.Chdir(spec.Dir); err != nil {
 		return "credentials", fmt.Errorf("chdir %s as uid %d: %w", spec.Dir, spec.UID, err)
 	}
@@ -127,10 +144,11 @@ func buildBoundary(spec *LaunchSpec) (string, error) {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return "credentials", fmt.Errorf("set no_new_privs: %w", err)
 		}
-		return "", nil
-	}
-	if err := prepared.RestrictSelf(); err != nil {
+	} else if err := prepared.RestrictSelf(); err != nil {
 		return LayerLandlock, err
+	}
+	if err := denyTIOCSTI(); err != nil {
+		return LayerSeccomp, err
 	}
 	return "", nil
 }
@@ -192,6 +210,43 @@ func dropPrivileges(spec *LaunchSpec) error {
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); errno != 0 {
 		return fmt.Errorf("setresuid %d: %w", spec.UID, errno)
+	}
+	return nil
+}
+
+// rearmParentDeathSignal sets SIGKILL as the parent-death signal again:
+// the kernel clears it when the effective uid or gid changes, so after
+// dropPrivileges a SIGKILLed supervisor would leave the command running
+// unsupervised (its cgroup never killed). Setting it cannot cover a
+// supervisor that died before, hence the check of the parent afterwards.
+func rearmParentDeathSignal(supervisor int) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("set parent-death signal: %w", err)
+	}
+	if ppid := unix.Getppid(); ppid != supervisor {
+		return fmt.Errorf("the supervisor (pid %d) exited during setup", supervisor)
+	}
+	return nil
+}
+
+// loopbackUp brings up lo in the launcher's new network namespace, which
+// starts with lo down.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring up loopback: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring up loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up loopback: get flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up loopback: set flags: %w", err)
 	}
 	return nil
 }

@@ -58,8 +58,14 @@ type RunOptions struct {
 type Plan struct {
 	Landlock *landlock.Ruleset
 	Mounts   landlock.MountPlan
-	Layers   []string
-	Warnings []string
+	// NetNS starts the command in a new, empty network namespace: how
+	// network "none" is enforced when no cgroup network layer is given.
+	NetNS bool
+	// LoopbackUp brings up lo inside that namespace, so the session
+	// reaches its own listeners and nothing else (loopback "session").
+	LoopbackUp bool
+	Layers     []string
+	Warnings   []string
 }
 
 // Decide probes the machine and decides the layers for c. A layer the
@@ -128,8 +134,46 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 		// writable until BPF-LSM, which matches by name, enforces it.
 		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
 	}
+	if c.Mode != policy.ModeFullAccess && !hasLayer(external, LayerBPFLSM) {
+		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
+		// socket, and a network namespace does not cover AF_UNIX.
+		p.Warnings = append(p.Warnings, "without BPF-LSM, connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
+	}
+	if err := decideNetwork(p, c, unavailable, external); err != nil {
+		return nil, err
+	}
 	// full-access is announced loudly by policy.Load, with where it was set.
 	return p, nil
+}
+
+// LayerNetNS is the name under which a session's private network namespace
+// appears in Plan.Layers and registry entries.
+const LayerNetNS = "network-namespace"
+
+// decideNetwork picks how c.Network is enforced. A SessionLayer named
+// LayerNetwork (cgroup BPF) owns it when present; otherwise only "none" can
+// be honoured, with an empty network namespace, and an allowlist cannot be
+// honoured at all: running it with full network would be a silently weaker
+// boundary, so it is refused.
+func decideNetwork(p *Plan, c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) error {
+	if hasLayer(external, LayerNetwork) || c.Network.Policy == policy.NetFull {
+		return nil
+	}
+	if unavailable[LayerNetwork] {
+		return &BoundaryError{LayerNetwork, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+	}
+	// The zero value is treated as the default, none: a hand-built
+	// Compiled must not get full network by omission.
+	if c.Network.Policy != policy.NetNone && c.Network.Policy != "" {
+		return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer, which this supervisor does not provide; use --net none or --net full", c.Network.Policy)}
+	}
+	p.NetNS = true
+	p.LoopbackUp = c.Network.Loopback != policy.LoopbackNone
+	p.Layers = append(p.Layers, LayerNetNS)
+	if c.Network.Loopback == policy.LoopbackAll {
+		p.Warnings = append(p.Warnings, "network none without the cgroup network layer: the session has its own loopback; the host's loopback services (loopback = \"all\") are NOT reachable")
+	}
+	return nil
 }
 
 func lookPath(file string, env []string) (string, error) {
@@ -214,9 +258,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
-		Mounts: plan.Mounts, Landlock: plan.Landlock,
+		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
 	}
-	code, err := launch(ctx, opts, group, spec, &entry, aud)
+	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -251,7 +295,7 @@ func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer
 	}
 }
 
-func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, entry *Entry, aud *auditor) (int, error) {
+func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor) (int, error) {
 	cgFD, err := group.OpenFD()
 	if err != nil {
 		return 0, &BoundaryError{LayerCgroup, err}
@@ -274,6 +318,10 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	if self == "" {
 		self = "/proc/self/exe"
 	}
+	cloneflags := uintptr(syscall.CLONE_NEWNS)
+	if netns {
+		cloneflags |= syscall.CLONE_NEWNET
+	}
 	// Pdeathsig is tied to the thread that forks: keep this goroutine on
 	// one thread for the life of the session.
 	runtime.LockOSThread()
@@ -289,7 +337,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		SysProcAttr: &syscall.SysProcAttr{
 			UseCgroupFD: true,
 			CgroupFD:    int(cgFD.Fd()),
-			Cloneflags:  syscall.CLONE_NEWNS,
+			Cloneflags:  cloneflags,
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}

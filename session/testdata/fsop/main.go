@@ -4,23 +4,31 @@
 //
 //	fsop write PATH | append PATH | read PATH | truncate PATH | mkdir PATH |
 //	     unlink PATH | rmdir PATH | rename OLD NEW | exchange A B |
-//	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH
+//	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH |
+//	     connect IPV4:PORT | loopback
+//
+// connect makes one TCP connection; loopback listens on 127.0.0.1 and
+// connects to itself (the session's own loopback traffic).
 package main
 
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
 func main() {
-	if len(os.Args) < 3 {
+	if len(os.Args) < 3 && !(len(os.Args) == 2 && os.Args[1] == "loopback") {
 		fmt.Fprintln(os.Stderr, "usage: fsop OP PATH [PATH]")
 		os.Exit(2)
 	}
-	op, a := os.Args[1], os.Args[2]
+	op, a := os.Args[1], ""
+	if len(os.Args) > 2 {
+		a = os.Args[2]
+	}
 	b := ""
 	if len(os.Args) > 3 {
 		b = os.Args[3]
@@ -80,6 +88,38 @@ func do(op, a, b string) error {
 		return unix.Mknod(a, unix.S_IFIFO|0o644, 0)
 	case "chmod":
 		return unix.Chmod(a, 0o777)
+	case "connect":
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || !ap.Addr().Is4() {
+			return fmt.Errorf("connect: want IPV4:PORT, got %q", a)
+		}
+		return tcpConnect(&unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+	case "loopback":
+		ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(ln)
+		if err := unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		if err := unix.Listen(ln, 1); err != nil {
+			return err
+		}
+		sa, err := unix.Getsockname(ln)
+		if err != nil {
+			return err
+		}
+		return tcpConnect(sa)
 	}
 	return fmt.Errorf("unknown op %q", op)
+}
+
+func tcpConnect(sa unix.Sockaddr) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, sa)
 }

@@ -1,0 +1,331 @@
+//go:build linux
+
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/openoxide/oxsupervise/bench/internal/stats"
+)
+
+// execTimed runs argv, returns its stdout and wall time; stderr is kept
+// for the error message only.
+func execTimed(ctx context.Context, dir string, argv []string) ([]byte, time.Duration, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return nil, d, fmt.Errorf("%s: %w: %s", strings.Join(shorten(argv), " "), err, lastLines(stderr.String(), 4))
+	}
+	return stdout.Bytes(), d, nil
+}
+
+func shorten(argv []string) []string {
+	if len(argv) <= 12 {
+		return argv
+	}
+	return append(append(append([]string{}, argv[:6]...), fmt.Sprintf("…(%d args)…", len(argv)-10)), argv[len(argv)-4:]...)
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}
+
+// workerJSON runs a worker command line and decodes its result.
+func workerJSON(ctx context.Context, dir string, argv []string) (map[string]float64, error) {
+	out, _, err := execTimed(ctx, dir, argv)
+	if err != nil {
+		return nil, err
+	}
+	return parseWorker(out)
+}
+
+// parseWorker decodes the worker's JSON, the last line of its output;
+// anything a wrapper printed before it is not ours.
+func parseWorker(out []byte) (map[string]float64, error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var m map[string]float64
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		return nil, fmt.Errorf("worker output %q: %w", lastLines(string(out), 2), err)
+	}
+	return m, nil
+}
+
+func medianOf(xs []float64) float64 { return stats.Median(xs) }
+
+// session returns the argv prefix that runs a command in an oxsupervise
+// session with workspace ws.
+func (e *env) session(ws string, extra ...string) []string {
+	argv := []string{e.oxs, "run", "--workspace", ws, "--audit-log", filepath.Join(e.scratch, "audit.jsonl")}
+	return append(append(argv, extra...), "--")
+}
+
+func (e *env) n(full, quick int) int {
+	if e.quick {
+		return quick
+	}
+	return full
+}
+
+// ---- session start ----
+
+func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
+	ws := filepath.Join(e.scratch, "session-ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return nil, err
+	}
+	timeOf := func(argv ...string) func(context.Context, int) (map[string]float64, error) {
+		return func(ctx context.Context, _ int) (map[string]float64, error) {
+			_, d, err := execTimed(ctx, ws, argv)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]float64{"wall time": float64(d.Nanoseconds())}, nil
+		}
+	}
+	vs := []variant{{"true", timeOf(truePath)}}
+	for _, peer := range []struct {
+		name, bin string
+		args      []string
+	}{
+		{"bwrap --ro-bind / / --dev /dev --proc /proc true", "bwrap", []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"}},
+		{"firejail --quiet true", "firejail", []string{"--quiet", "true"}},
+	} {
+		p, err := exec.LookPath(peer.bin)
+		if err != nil {
+			vs = append(vs, variant{peer.name, func(context.Context, int) (map[string]float64, error) {
+				return nil, fmt.Errorf("%s not installed (Debian package %s)", peer.bin, map[string]string{"bwrap": "bubblewrap", "firejail": "firejail"}[peer.bin])
+			}})
+			continue
+		}
+		vs = append(vs, variant{peer.name, timeOf(append([]string{p}, peer.args...)...)})
+	}
+	vs = append(vs,
+		variant{"oxsupervise run -s full-access -- true", timeOf(append(e.session(ws, "-s", "full-access"), truePath)...)},
+		variant{"oxsupervise run -- true (workspace-write, Landlock)", timeOf(append(e.session(ws), truePath)...)},
+	)
+	f := &figure{
+		id: "session-start", title: "Session start: run `true` directly, under peers, and under oxsupervise",
+		command: e.commandFor("session"), metrics: []string{"wall time"}, variants: vs,
+		rounds: e.n(20, 5), unit: "ns", logScale: true,
+		notes: []string{
+			"Wall time of the whole command as seen by the caller, including process start-up and teardown.",
+			"`oxsupervise run` is standalone (no daemon): the daemon verb is still a stub in this tree, so the through-the-daemon variant is not measured.",
+			"`run` in this tree builds the layers cgroup, Landlock (ABI 7) and a mount namespace (its session_start audit record says so); it does not attach the cgroup BPF network programs yet, so their cost is measured separately in the network figure.",
+			"In workspace-write the supervisor waits for the kernel audit feed's last Landlock records before it exits (session/audit_linux.go kernelFlushDelay = 400 ms); that wait dominates this figure and is a design choice, not filesystem cost.",
+		},
+	}
+	r, err := f.measure(ctx)
+	return []*report{r}, err
+}
+
+// ---- filesystem microbenchmarks ----
+
+func deepDir(base string, depth int) string {
+	p := base
+	for i := 0; i < depth; i++ {
+		p = filepath.Join(p, fmt.Sprintf("d%d", i))
+	}
+	return p
+}
+
+// anchorRoots creates n extra writable roots and returns the flags that
+// add them.
+func (e *env) anchorRoots(n int) ([]string, error) {
+	dir := filepath.Join(e.scratch, fmt.Sprintf("roots-%d", n))
+	var flags []string
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("r%05d", i))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, err
+		}
+		flags = append(flags, "--writable-root", p)
+	}
+	return flags, nil
+}
+
+func fsMicroSuite(ctx context.Context, e *env) ([]*report, error) {
+	n := e.n(20000, 2000)
+	ws := filepath.Join(e.scratch, "fs-ws")
+	work := deepDir(ws, 6)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	worker := []string{e.self, "worker", "fsmicro", "--dir", work, "--n", fmt.Sprint(n)}
+	run := func(prefix []string) func(context.Context, int) (map[string]float64, error) {
+		argv := append(append([]string{}, prefix...), worker...)
+		return func(ctx context.Context, _ int) (map[string]float64, error) { return workerJSON(ctx, ws, argv) }
+	}
+	vs := []variant{
+		{"no session", run(nil)},
+		{"session, full-access (cgroup only)", run(e.session(ws, "-s", "full-access"))},
+		{"session, workspace-write (Landlock)", run(e.session(ws))},
+	}
+	for _, k := range []int{100, 10000} {
+		flags, err := e.anchorRoots(k)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, variant{fmt.Sprintf("Landlock + %d writable roots", k), run(e.session(ws, flags...))})
+	}
+	f := &figure{
+		id: "fs-micro", title: "Filesystem microbenchmarks on the host: no session vs Landlock session",
+		command:  e.commandFor("fs"),
+		metrics:  []string{"open+close (read)", "open+close (write)", "create+write 4KiB+unlink", "rename", "stat", "readdir (100 entries)"},
+		variants: vs, rounds: e.n(7, 3), unit: "ns",
+		notes: []string{
+			fmt.Sprintf("Each value is the mean of %d back-to-back syscall sequences timed inside the worker process (session start-up excluded), in a directory 6 levels below the workspace.", n),
+			"The extra writable roots are sibling directories added with --writable-root: 100 and 10 000 more Landlock rules. Landlock walks the path's ancestors, so the cost should track depth, not rule count.",
+			"BPF-LSM (fsguard) variants are not in this figure: BPF-LSM programs do not load on this host kernel (EPERM) and only run in the kernel-test VM; see README.",
+		},
+	}
+	r, err := f.measure(ctx)
+	return []*report{r}, err
+}
+
+// ---- macro workload ----
+
+// writeTree writes a tar of files small source-like files in 100-file
+// directories.
+func writeTree(path string, files int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	now := time.Now()
+	for d := 0; d*100 < files; d++ {
+		dir := fmt.Sprintf("src/m%02d/p%03d/", d%20, d)
+		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
+			return err
+		}
+		for i := 0; i < 100 && d*100+i < files; i++ {
+			body := []byte(fmt.Sprintf("// file %d/%d\npackage p%03d\n\nfunc F%d() int { return %d }\n%s", d, i, d, i, d*100+i, strings.Repeat("// padding line\n", i%16)))
+			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%sf%03d.go", dir, i), Mode: 0o644, Size: int64(len(body)), ModTime: now}); err != nil {
+				return err
+			}
+			if _, err := tw.Write(body); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// writeModule writes a module of pkgs packages that import each other in
+// a chain and a few standard packages.
+func writeModule(dir string, pkgs int) error {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/benchmod\n\ngo 1.22\n"), 0o644); err != nil {
+		return err
+	}
+	for i := 0; i < pkgs; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("p%02d", i))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		imp := ""
+		call := "0"
+		if i > 0 {
+			imp = fmt.Sprintf("\t\"example.com/benchmod/p%02d\"\n", i-1)
+			call = fmt.Sprintf("p%02d.Sum(n)", i-1)
+		}
+		for j := 0; j < 5; j++ {
+			src := fmt.Sprintf("package p%02d\n\nimport (\n\t\"fmt\"\n\t\"sort\"\n\t\"strings\"\n%s)\n\n", i, map[bool]string{true: imp, false: ""}[j == 0])
+			if j == 0 {
+				src += fmt.Sprintf("func Sum(n int) int { return n + %s }\n\n", call)
+			}
+			src += fmt.Sprintf("func Format%d(xs []string) string {\n\tsort.Strings(xs)\n\treturn fmt.Sprintf(\"%%d:%%s\", len(xs), strings.Join(xs, \",\"))\n}\n", j)
+			if err := os.WriteFile(filepath.Join(p, fmt.Sprintf("f%d.go", j)), []byte(src), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func macroSuite(ctx context.Context, e *env) ([]*report, error) {
+	files := e.n(20000, 2000)
+	base := filepath.Join(e.scratch, "macro")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	tarball := filepath.Join(base, "tree.tar")
+	if err := writeTree(tarball, files); err != nil {
+		return nil, fmt.Errorf("write tree: %w", err)
+	}
+	mod := filepath.Join(base, "mod")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeModule(mod, 20); err != nil {
+		return nil, fmt.Errorf("write module: %w", err)
+	}
+	// A GOCACHE holding only the standard packages the module uses, so
+	// every build compiles the module's 20 packages and nothing else.
+	gocache := filepath.Join(base, "gocache")
+	warm := filepath.Join(base, "warm")
+	if err := os.MkdirAll(warm, 0o755); err != nil {
+		return nil, err
+	}
+	os.WriteFile(filepath.Join(warm, "go.mod"), []byte("module warm\n\ngo 1.22\n"), 0o644)
+	os.WriteFile(filepath.Join(warm, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"sort\"\n\t\"strings\"\n)\n\nfunc main() { sort.Strings(nil); fmt.Println(strings.ToUpper(\"x\")) }\n"), 0o644)
+	gobin := filepath.Join(goroot(), "bin", "go")
+	warmCmd := exec.CommandContext(ctx, gobin, "build", "-o", os.DevNull, ".")
+	warmCmd.Dir = warm
+	warmCmd.Env = append(os.Environ(), "GOCACHE="+gocache, "GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=-mod=mod")
+	if out, err := warmCmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("warm GOCACHE: %w: %s", err, out)
+	}
+	trial := func(prefix func(ws string) []string) func(context.Context, int) (map[string]float64, error) {
+		return func(ctx context.Context, round int) (map[string]float64, error) {
+			ws, err := os.MkdirTemp(base, "ws-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(ws)
+			argv := append(prefix(ws), e.self, "worker", "macro", "--dir", ws, "--tar", tarball, "--mod", mod, "--gocache", gocache)
+			return workerJSON(ctx, ws, argv)
+		}
+	}
+	f := &figure{
+		id: "macro", title: fmt.Sprintf("Macro workload on the host: %d-file tree, git, go build; no session vs Landlock session", files),
+		command: e.commandFor("macro"),
+		metrics: []string{"untar 20k files", "git add -A", "git status", "go build (20 pkgs)"},
+		variants: []variant{
+			{"no session", trial(func(string) []string { return nil })},
+			{"session, workspace-write (Landlock)", trial(func(ws string) []string { return e.session(ws) })},
+		},
+		rounds: e.n(5, 2), unit: "ns",
+		notes: []string{
+			"Each step is the wall time of the real tool (GNU tar, git, go) started by the worker inside the session; the session's own start-up is excluded.",
+			"go build compiles the 20 generated packages against a pre-warmed GOCACHE holding only the standard library (copied fresh per trial, untimed).",
+		},
+	}
+	if e.quick {
+		f.metrics[0] = "untar 20k files" // same key; the title states the real file count
+	}
+	r, err := f.measure(ctx)
+	return []*report{r}, err
+}

@@ -1,0 +1,317 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/bench/internal/stats"
+)
+
+// runWorker is the measured side: it does the work, times it itself (so
+// session start-up is not part of a filesystem figure) and prints one JSON
+// object of metric -> value on stdout.
+func runWorker(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "oxbench worker: kind missing (fsmicro, macro, connect, dns, auditgen)")
+		return 2
+	}
+	fs := pflag.NewFlagSet("worker "+args[0], pflag.ContinueOnError)
+	dir := fs.String("dir", "", "working directory")
+	n := fs.Int("n", 1000, "iterations")
+	addr := fs.String("addr", "", "address to connect to / DNS server")
+	name := fs.String("name", "", "DNS name to query")
+	tarball := fs.String("tar", "", "tar file to unpack")
+	mod := fs.String("mod", "", "Go module to build")
+	gocache := fs.String("gocache", "", "warm GOCACHE to copy before building")
+	target := fs.String("target", "", "path whose creation is denied")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	var out map[string]float64
+	var err error
+	switch args[0] {
+	case "fsmicro":
+		out, err = fsMicro(*dir, *n)
+	case "macro":
+		out, err = macro(*dir, *tarball, *mod, *gocache)
+	case "connect":
+		out, err = connectLoop(*addr, *n)
+	case "dns":
+		out, err = dnsLoop(*addr, *name, *n)
+	case "auditgen":
+		out, err = auditGen(*target, *n)
+	default:
+		err = fmt.Errorf("unknown worker kind %q", args[0])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "oxbench worker %s: %v\n", args[0], err)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		fmt.Fprintln(os.Stderr, "oxbench worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// perOp times n calls of op and returns nanoseconds per call.
+func perOp(n int, op func(i int) error) (float64, error) {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := op(i); err != nil {
+			return 0, err
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+}
+
+// fsMicro runs the filesystem microbenchmarks in dir with raw syscalls, so
+// the numbers are the kernel's (and its LSM hooks'), not Go's.
+func fsMicro(dir string, n int) (map[string]float64, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("--dir is required")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, "existing")
+	if err := os.WriteFile(file, make([]byte, 4096), 0o644); err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", file, err)
+	}
+	listing := filepath.Join(dir, "listing")
+	if err := os.MkdirAll(listing, 0o755); err != nil {
+		return nil, err
+	}
+	for i := 0; i < 100; i++ {
+		if err := os.WriteFile(filepath.Join(listing, fmt.Sprintf("entry-%03d", i)), nil, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	fresh := filepath.Join(dir, "fresh")
+	renA, renB := filepath.Join(dir, "ren-a"), filepath.Join(dir, "ren-b")
+	if err := os.WriteFile(renA, nil, 0o644); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4096)
+	dents := make([]byte, 32<<10)
+	out := map[string]float64{}
+	ops := []struct {
+		name string
+		op   func(i int) error
+	}{
+		{"open+close (read)", func(int) error {
+			fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", file, err)
+			}
+			return unix.Close(fd)
+		}},
+		{"open+close (write)", func(int) error {
+			fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("open %s for writing: %w", file, err)
+			}
+			return unix.Close(fd)
+		}},
+		{"create+write 4KiB+unlink", func(int) error {
+			fd, err := unix.Open(fresh, unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				return fmt.Errorf("create %s: %w", fresh, err)
+			}
+			if _, err := unix.Write(fd, buf); err != nil {
+				unix.Close(fd)
+				return err
+			}
+			if err := unix.Close(fd); err != nil {
+				return err
+			}
+			return unix.Unlink(fresh)
+		}},
+		{"rename", func(i int) error {
+			from, to := renA, renB
+			if i%2 == 1 {
+				from, to = renB, renA
+			}
+			return unix.Rename(from, to)
+		}},
+		{"stat", func(int) error {
+			var st unix.Stat_t
+			return unix.Stat(file, &st)
+		}},
+		{"readdir (100 entries)", func(int) error {
+			fd, err := unix.Open(listing, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			for {
+				k, err := unix.Getdents(fd, dents)
+				if err != nil {
+					unix.Close(fd)
+					return err
+				}
+				if k == 0 {
+					break
+				}
+			}
+			return unix.Close(fd)
+		}},
+	}
+	for _, o := range ops {
+		// Warm the dentry cache and the hooks' state before timing.
+		if _, err := perOp(min(n, 100), o.op); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.name, err)
+		}
+		ns, err := perOp(n, o.op)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.name, err)
+		}
+		out[o.name] = ns
+	}
+	return out, nil
+}
+
+// macro unpacks the tree, runs git on it and builds the module, timing
+// each step as the wall time of the real tool.
+func macro(dir, tarball, mod, gocache string) (map[string]float64, error) {
+	if dir == "" || tarball == "" || mod == "" || gocache == "" {
+		return nil, fmt.Errorf("--dir, --tar, --mod and --gocache are required")
+	}
+	tree := filepath.Join(dir, "tree")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	timed := func(metric string, cwd string, env []string, name string, args ...string) error {
+		cmd := exec.Command(name, args...)
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), env...)
+		start := time.Now()
+		b, err := cmd.CombinedOutput()
+		if metric != "" {
+			out[metric] = float64(time.Since(start).Nanoseconds())
+		}
+		if err != nil {
+			return fmt.Errorf("%s %v: %w: %s", name, args, err, b)
+		}
+		return nil
+	}
+	gitEnv := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b"}
+	if err := timed("untar 20k files", tree, nil, "tar", "-xf", tarball); err != nil {
+		return nil, err
+	}
+	if err := timed("", tree, gitEnv, "git", "init", "-q"); err != nil {
+		return nil, err
+	}
+	if err := timed("git add -A", tree, gitEnv, "git", "add", "-A"); err != nil {
+		return nil, err
+	}
+	if err := timed("git status", tree, gitEnv, "git", "status", "--porcelain"); err != nil {
+		return nil, err
+	}
+	cache := filepath.Join(dir, "gocache")
+	if err := timed("", dir, nil, "cp", "-a", gocache, cache); err != nil {
+		return nil, err
+	}
+	goEnv := []string{"GOCACHE=" + cache, "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GOTMPDIR=" + dir, "GOTELEMETRY=off"}
+	gobin := filepath.Join(goroot(), "bin", "go")
+	if err := timed("go build (20 pkgs)", mod, goEnv, gobin, "build", "./..."); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func goroot() string {
+	if r := os.Getenv("OXBENCH_GOROOT"); r != "" {
+		return r
+	}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "/usr/local/go"
+	}
+	return string(trimNL(out))
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func connectLoop(addr string, n int) (map[string]float64, error) {
+	if _, err := perOp(min(n, 50), func(int) error { return dialClose(addr) }); err != nil {
+		return nil, err
+	}
+	ns, err := perOp(n, func(int) error { return dialClose(addr) })
+	if err != nil {
+		return nil, err
+	}
+	return map[string]float64{"connect+close": ns}, nil
+}
+
+func dialClose(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// dnsLoop sends n queries one after another and reports the latency
+// quantiles of single queries.
+func dnsLoop(server, name string, n int) (map[string]float64, error) {
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	lat := make([]float64, 0, n)
+	for i := 0; i < n+20; i++ {
+		start := time.Now()
+		m, _, err := c.Exchange(q, server)
+		d := time.Since(start)
+		if err != nil {
+			return nil, fmt.Errorf("query %s at %s: %w", name, server, err)
+		}
+		if m.Rcode != dns.RcodeSuccess || len(m.Answer) == 0 {
+			return nil, fmt.Errorf("query %s at %s: rcode %s, %d answers", name, server, dns.RcodeToString[m.Rcode], len(m.Answer))
+		}
+		if i >= 20 { // the first queries warm both paths up
+			lat = append(lat, float64(d.Nanoseconds()))
+		}
+	}
+	return map[string]float64{"query p50": stats.Median(lat), "query p99": stats.Quantile(lat, 0.99)}, nil
+}
+
+// auditGen provokes n refused creations of target as fast as it can; each
+// one is a Landlock denial the kernel audits.
+func auditGen(target string, n int) (map[string]float64, error) {
+	if target == "" {
+		return nil, fmt.Errorf("--target is required")
+	}
+	denied := 0
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		fd, err := unix.Open(target, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(fd)
+			unix.Unlink(target)
+			return nil, fmt.Errorf("creating %s was allowed: the generator is not confined", target)
+		}
+		if err == unix.EACCES || err == unix.EPERM {
+			denied++
+		}
+	}
+	el := time.Since(start)
+	return map[string]float64{"denied": float64(denied), "ns": float64(el.Nanoseconds()), "pid": float64(os.Getpid())}, nil
+}

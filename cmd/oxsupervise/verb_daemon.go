@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// socketEnv overrides the daemon socket for every client verb (tests, and
+// sessions whose daemon listens elsewhere).
+const socketEnv = "OXSUPERVISE_SOCKET"
+
+func defaultSocket() string {
+	if s := os.Getenv(socketEnv); s != "" {
+		return s
+	}
+	return daemon.DefaultSocket
+}
+
+func cmdDaemon(ctx context.Context, s streams, args []string) int {
+	fs := pflag.NewFlagSet("daemon", pflag.ContinueOnError)
+	socket := fs.String("socket", defaultSocket(), "API socket path")
+	adminGroup := fs.String("admin-group", "", "group (name or gid) whose members see and stop every session and answer every approval (default: root only)")
+	timeout := fs.Duration("approval-timeout", 5*time.Minute, "how long a request waits for an approval before it is refused")
+	auditLog := fs.String("audit-log", "", "audit log of the daemon and its sessions (default /var/log/oxsupervise/audit.jsonl)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH]")
+		fs.PrintDefaults()
+	}
+	if code, done := parseVerbFlags(fs, s, "daemon", args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "oxsupervise daemon: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(s.err, "oxsupervise daemon: must run as root (it creates cgroups and runs sessions as their users)")
+		return exitFail
+	}
+	srv, err := daemon.New(daemon.Options{
+		Socket: *socket, AdminGroup: *adminGroup, ApprovalTimeout: *timeout, AuditPath: *auditLog,
+		ManagedDir:  os.Getenv(policy.ManagedDirEnv),
+		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+		Log:         s.err,
+	})
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)
+		return exitUsage
+	}
+	if err := srv.Serve(ctx); err != nil {
+		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,200 @@
+//go:build linux
+
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// DefaultStateDir holds what the daemon must remember about a session to
+// answer for it after a restart (its user and compiled policy).
+const DefaultStateDir = "/run/oxsupervise/daemon"
+
+// DefaultPinDir is where BPF maps and links are pinned so that enforcement
+// outlives the daemon.
+const DefaultPinDir = "/sys/fs/bpf/oxsupervise"
+
+// Enforcer is the hook for enforcement the daemon loads once and pins
+// (BPF-LSM programs, cgroup network programs and their maps). On start the
+// daemon calls Adopt with the pin directory and the sessions still alive,
+// so the enforcer reuses pinned objects (or loads and pins new ones) and
+// drops map entries of sessions that are gone; Layer is then applied to
+// every session the daemon creates or attaches. Nothing is unpinned when
+// the daemon stops or crashes: sessions stay confined (fail closed).
+type Enforcer interface {
+	Name() string
+	Adopt(ctx context.Context, pinDir string, live []session.Status) error
+	Layer() session.SessionLayer
+}
+
+type managedState struct {
+	ID        string           `json:"id"`
+	UID       int              `json:"uid"`
+	GID       int              `json:"gid"`
+	Groups    []int            `json:"groups"`
+	Home      string           `json:"home"`
+	User      string           `json:"user"`
+	Workspace string           `json:"workspace"`
+	Policy    *policy.Compiled `json:"policy"`
+}
+
+func (s *Server) stateDir() string {
+	if s.opts.StateDir != "" {
+		return s.opts.StateDir
+	}
+	return DefaultStateDir
+}
+
+// remember records m in memory and on disk (root-only), so that a daemon
+// restarted during an attach session can still judge its requests.
+func (s *Server) remember(m *managed) {
+	s.mu.Lock()
+	s.sessions[m.id] = m
+	s.mu.Unlock()
+	st := managedState{ID: m.id, UID: m.cred.UID, GID: m.cred.GID, Groups: m.cred.Groups, Home: m.home,
+		User: m.userName, Workspace: m.workspace, Policy: m.policy}
+	b, err := json.Marshal(st)
+	if err == nil {
+		err = os.MkdirAll(s.stateDir(), 0o700)
+	}
+	if err == nil {
+		p := filepath.Join(s.stateDir(), m.id+".json")
+		if err = os.WriteFile(p+".tmp", b, 0o600); err == nil {
+			err = os.Rename(p+".tmp", p)
+		}
+	}
+	if err != nil {
+		s.log.Printf("session %s: state not saved (a restarted daemon will not know its policy): %v", m.id, err)
+	}
+}
+
+func (s *Server) forget(id string) {
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	delete(s.sessions, id)
+	delete(s.calls, id)
+	s.mu.Unlock()
+	os.Remove(filepath.Join(s.stateDir(), id+".json"))
+}
+
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// adopt reconciles what a previous daemon (or crashed supervisors) left:
+// attach sessions that still have processes are adopted with their saved
+// state; run sessions whose supervisor is dead are stopped (nobody can
+// return their exit status, and their command was killed with the
+// supervisor); records without a group and empty groups without a record
+// are removed. Groups with processes but no record are left alone and
+// reported: they may be an attach in progress by a standalone CLI.
+func (s *Server) adopt(ctx context.Context) []string {
+	var notes []string
+	list, err := session.List(s.opts.Cgroup, s.opts.Registry)
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("adopt: %v", err))
+	}
+	live := map[string]bool{}
+	var alive []session.Status
+	for _, st := range list {
+		switch {
+		case st.State == "stale":
+			s.opts.Registry.Delete(st.ID)
+			notes = append(notes, fmt.Sprintf("adopt: removed stale record of session %s (its group is gone)", st.ID))
+		case strings.HasPrefix(st.State, "no-registry"):
+			if len(st.Procs) == 0 {
+				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, st.ID)
+				notes = append(notes, fmt.Sprintf("adopt: removed empty unrecorded group %s", st.ID))
+			} else {
+				live[st.ID] = true
+				alive = append(alive, st)
+				notes = append(notes, fmt.Sprintf("adopt: group %s has %d processes but no record; left alone", st.ID, len(st.Procs)))
+			}
+		case st.Kind == session.KindRun && !processAlive(st.SupervisorPID):
+			session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, st.ID)
+			notes = append(notes, fmt.Sprintf("adopt: stopped run session %s: its supervisor (pid %d) is gone", st.ID, st.SupervisorPID))
+		case st.Kind == session.KindAttach && len(st.Procs) == 0:
+			session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, st.ID)
+			notes = append(notes, fmt.Sprintf("adopt: removed attach session %s: no process left", st.ID))
+		default:
+			live[st.ID] = true
+			alive = append(alive, st)
+		}
+	}
+	entries, _ := os.ReadDir(s.stateDir())
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		p := filepath.Join(s.stateDir(), e.Name())
+		if !live[id] {
+			os.Remove(p)
+			continue
+		}
+		var st managedState
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		if err != nil || st.Policy == nil || st.ID != id {
+			notes = append(notes, fmt.Sprintf("adopt: session %s: unreadable state %s: %v", id, p, err))
+			continue
+		}
+		s.mu.Lock()
+		s.sessions[id] = &managed{id: id, cred: credential{UID: st.UID, GID: st.GID, Groups: st.Groups},
+			home: st.Home, userName: st.User, policy: st.Policy, workspace: st.Workspace}
+		s.mu.Unlock()
+		notes = append(notes, fmt.Sprintf("adopt: session %s (uid %d) adopted", id, st.UID))
+	}
+	for _, en := range s.opts.Enforcers {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := en.Adopt(actx, s.pinDir(), alive); err != nil {
+			notes = append(notes, fmt.Sprintf("adopt: enforcer %s: %v", en.Name(), err))
+		}
+		cancel()
+	}
+	if len(s.opts.Enforcers) == 0 {
+		if _, err := os.Stat(s.pinDir()); err == nil {
+			notes = append(notes, fmt.Sprintf("adopt: %s exists but this build has no pinned enforcer to adopt it", s.pinDir()))
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			notes = append(notes, fmt.Sprintf("adopt: %s: %v", s.pinDir(), err))
+		}
+	}
+	return notes
+}
+
+func (s *Server) pinDir() string {
+	if s.opts.PinDir != "" {
+		return s.opts.PinDir
+	}
+	return DefaultPinDir
+}
+
+// layers are the session layers of the configured enforcers.
+func (s *Server) layers(extra ...session.SessionLayer) []session.SessionLayer {
+	out := make([]session.SessionLayer, 0, len(s.opts.Enforcers)+len(extra))
+	for _, en := range s.opts.Enforcers {
+		out = append(out, en.Layer())
+	}
+	return append(out, extra...)
+}

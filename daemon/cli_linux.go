@@ -1,0 +1,92 @@
+//go:build linux
+
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// RunCLI is `oxsupervise run` through the daemon: it sends the request
+// with this process's stdin, stdout and stderr, forwards terminal signals
+// to the command, prints warnings to errOut, and returns the exit status
+// the CLI must exit with (the command's own, 125 when the boundary could
+// not be built, 2 for requests the daemon refused as invalid).
+func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Flags, errOut io.Writer) int {
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(errOut, "oxsupervise run: current directory: %v\n", err)
+		return exitFail
+	}
+	pf, err := RequestFlags(flags, cwd)
+	if err != nil {
+		fmt.Fprintf(errOut, "oxsupervise run: %v\n", err)
+		return exitUsage
+	}
+	c := &Client{Socket: socket}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var mu sync.Mutex
+	var sid string
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGWINCH, unix.SIGUSR1, unix.SIGUSR2)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			mu.Lock()
+			id := sid
+			mu.Unlock()
+			if id == "" {
+				if sig != unix.SIGWINCH {
+					cancel() // before the command started: give up
+				}
+				continue
+			}
+			c.Signal(context.Background(), id, int(sig.(unix.Signal)))
+		}
+	}()
+	final, err := c.Run(ctx, RunRequest{Argv: argv, Env: os.Environ(), Dir: cwd, Policy: pf},
+		[3]*os.File{os.Stdin, os.Stdout, os.Stderr}, func(e Event) {
+			switch e.Event {
+			case "started":
+				mu.Lock()
+				sid = e.Session
+				mu.Unlock()
+			case "warning":
+				fmt.Fprintln(errOut, e.Message)
+			}
+		})
+	var de *Error
+	switch {
+	case errors.As(err, &de):
+		fmt.Fprintf(errOut, "oxsupervise run: %s; nothing ran\n", de.Message)
+		if de.Code == "bad_request" || de.Code == "policy" || de.Code == "unknown_field" {
+			return exitUsage
+		}
+		return exitNoBoundary
+	case err != nil:
+		mu.Lock()
+		started := sid != ""
+		mu.Unlock()
+		if started {
+			fmt.Fprintf(errOut, "oxsupervise run: lost the daemon during session %s: %v\n", sid, err)
+			return exitFail
+		}
+		fmt.Fprintf(errOut, "oxsupervise run: %v; nothing ran\n", err)
+		return exitNoBoundary
+	case final.Event == "error":
+		fmt.Fprintf(errOut, "oxsupervise run: %s\n", final.Message)
+		return final.Code
+	}
+	return final.Code
+}
