@@ -19,12 +19,24 @@ VMTEST_FLAGS ?= -v
 UNIT_FLAGS   ?= -timeout 4m
 VMTEST_RUN   ?=
 
-.PHONY: all build generate generate-check test unit vet cross vmtest bench clean
+.PHONY: all build deps generate generate-check test unit vet cross vmtest bench clean
 
 all: build
 
 build:
 	$(GO) build -o bin/oxsupervise ./cmd/oxsupervise
+
+# Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
+# the BPF freshness check, qemu + Debian's kernel + busybox for the
+# kernel-test VM, iproute2/util-linux for network namespaces, git and
+# python3 for the workload tests. `go build` itself needs none of them.
+DEPS_APT := ca-certificates xz-utils zstd git python3 iproute2 util-linux kmod \
+	clang-19 llvm-19 libbpf-dev linux-libc-dev \
+	qemu-system-x86 linux-image-amd64 busybox-static
+
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEPS_APT)
 
 # Regenerate the BPF objects and their Go bindings. The //go:generate
 # lines pin clang-19 and llvm-strip-19 themselves (the output is

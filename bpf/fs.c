@@ -332,6 +332,40 @@ int BPF_PROG(fs_file_open, struct file *file, int ret)
 	return check((__u64)d, FS_OP_OPEN_READ, CHECK_READ | type_flags(d));
 }
 
+/*
+ * A writable file passed in (SCM_RIGHTS) from outside the session would
+ * let the session write where it may not open: judge it as an open.
+ */
+SEC("lsm/file_receive")
+int BPF_PROG(fs_file_receive, struct file *file, int ret)
+{
+	if (ret)
+		return ret;
+	fmode_t mode = BPF_CORE_READ(file, f_mode);
+	if (!(mode & FMODE_WRITE))
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
+		return 0;
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	return check((__u64)d, FS_OP_RECEIVE, type_flags(d));
+}
+
+/*
+ * From 6.2 ftruncate(2) reaches file_truncate instead of path_truncate.
+ * The fd was opened for writing (and judged then) unless it came from
+ * outside; judging again costs nothing. Loaded only where the hook exists.
+ */
+SEC("lsm/file_truncate")
+int BPF_PROG(fs_file_truncate, struct file *file, int ret)
+{
+	if (ret)
+		return ret;
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	return check((__u64)d, FS_OP_TRUNCATE, type_flags(d));
+}
+
 SEC("lsm/path_truncate")
 int BPF_PROG(fs_path_truncate, const struct path *path, int ret)
 {
@@ -567,4 +601,46 @@ int BPF_PROG(fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long a
 	if (ret || (cmd != TIOCSTI && cmd != TIOCLINUX) || !in_session(&cgroup_id))
 		return ret;
 	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0);
+}
+
+/*
+ * Mounts change which inode a path names: a bind mount of a writable
+ * directory over .git/hooks would plant hooks that the user's git, outside
+ * the session, runs. A session mounts nothing.
+ */
+SEC("lsm/sb_mount")
+int BPF_PROG(fs_sb_mount, const char *dev_name, const struct path *path, const char *type, unsigned long flags,
+	     void *data, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(fs_move_mount, const struct path *from_path, const struct path *to_path, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+}
+
+SEC("lsm/sb_umount")
+int BPF_PROG(fs_sb_umount, struct vfsmount *mnt, int flags, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+}
+
+SEC("lsm/sb_pivotroot")
+int BPF_PROG(fs_sb_pivotroot, const struct path *old_path, const struct path *new_path, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
 }

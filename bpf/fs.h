@@ -59,6 +59,8 @@ enum fs_op {
 	FS_OP_PTRACE = 19,  /* ptrace, /proc/PID/{mem,environ,...} of a task outside */
 	FS_OP_KILL = 20,    /* a signal to a task outside */
 	FS_OP_TIOCSTI = 21, /* terminal input injection */
+	FS_OP_RECEIVE = 22, /* a writable fd passed in over SCM_RIGHTS */
+	FS_OP_MOUNT = 23,   /* mount, move_mount, umount, pivot_root */
 };
 
 /* fs_event.flags */

@@ -121,9 +121,11 @@ func (s *Server) adopt(ctx context.Context) []string {
 			s.opts.Registry.Delete(st.ID)
 			notes = append(notes, fmt.Sprintf("adopt: removed stale record of session %s (its group is gone)", st.ID))
 		case strings.HasPrefix(st.State, "no-registry"):
-			if len(st.Procs) == 0 {
+			if len(st.Procs) == 0 && s.olderThanGrace(st.Cgroup) {
 				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, st.ID)
 				notes = append(notes, fmt.Sprintf("adopt: removed empty unrecorded group %s", st.ID))
+			} else if len(st.Procs) == 0 {
+				notes = append(notes, fmt.Sprintf("adopt: empty unrecorded group %s is younger than %s (a session being created?); left alone", st.ID, s.grace()))
 			} else {
 				live[st.ID] = true
 				alive = append(alive, st)
@@ -181,6 +183,23 @@ func (s *Server) adopt(ctx context.Context) []string {
 		}
 	}
 	return notes
+}
+
+// defaultAdoptGrace is how old an unrecorded empty group must be before a
+// starting daemon removes it: a standalone `run` or `attach` creates the
+// group a moment before it writes the record.
+const defaultAdoptGrace = time.Minute
+
+func (s *Server) grace() time.Duration {
+	if s.opts.adoptGrace != 0 {
+		return s.opts.adoptGrace
+	}
+	return defaultAdoptGrace
+}
+
+func (s *Server) olderThanGrace(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && time.Since(fi.ModTime()) >= s.grace()
 }
 
 func (s *Server) pinDir() string {

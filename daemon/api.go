@@ -240,6 +240,16 @@ func checkAbs(field, p string, required bool) error {
 	return nil
 }
 
+// checkUserPath accepts an absolute path or one relative to the user's
+// home (~/...), which the daemon expands with the home of the calling user;
+// anything relative to a directory would be resolved against the daemon's.
+func checkUserPath(field, p string) error {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return checkStr(field, p)
+	}
+	return checkAbs(field, p, false)
+}
+
 func checkList(field string, list []string, max int) error {
 	if len(list) > max {
 		return fmt.Errorf("%s: more than %d entries", field, max)
@@ -277,14 +287,19 @@ func (p PolicyFlags) validate() error {
 			return err
 		}
 	}
-	if err := checkAbs("policy.workspace", p.Workspace, false); err != nil {
+	if err := checkUserPath("policy.workspace", p.Workspace); err != nil {
 		return err
 	}
-	if err := checkAbs("policy.config_file", p.ConfigFile, false); err != nil {
+	if err := checkUserPath("policy.config_file", p.ConfigFile); err != nil {
 		return err
 	}
 	if err := checkList("policy.writable_roots", p.WritableRoots, maxListLen); err != nil {
 		return err
+	}
+	for i, r := range p.WritableRoots {
+		if err := checkUserPath(fmt.Sprintf("policy.writable_roots[%d]", i), r); err != nil {
+			return err
+		}
 	}
 	return checkList("policy.allow_net", p.AllowNet, maxListLen)
 }

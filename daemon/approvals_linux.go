@@ -43,6 +43,25 @@ type pendingApproval struct {
 	answer chan string
 }
 
+// maxPendingPerSession bounds the requests one session can have waiting, so
+// that an agent cannot flood its user's approval list or the daemon.
+const maxPendingPerSession = 8
+
+func (s *Server) pendingFor(sid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.pending {
+		if p.Session == sid {
+			n++
+		}
+	}
+	return n
+}
+
+// maxTrackedCallers bounds the doom-loop tracking table.
+const maxTrackedCallers = 4096
+
 // callTrack remembers a session's last tool call for doom-loop detection.
 type callTrack struct {
 	tool, input, agent string
@@ -325,6 +344,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if decision == "" {
+		if n := s.pendingFor(sid); n >= maxPendingPerSession {
+			reason := fmt.Sprintf("session %s already has %d requests waiting for an answer", sid, n)
+			s.auditApproval(sid, m, id, "reject", command, reason)
+			es.send(Event{Event: "rejected", Approval: id, Code: 1, Message: reason})
+			return
+		}
 		pa := &pendingApproval{
 			Approval: Approval{ID: id, Kind: kind, Session: sid, UID: m.cred.UID, Command: req.Argv, Dir: req.Dir,
 				Pattern: pattern, Created: time.Now().UTC(), Expires: time.Now().UTC().Add(s.opts.ApprovalTimeout)},
@@ -478,6 +503,11 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	resp := CheckResponse{Action: string(d.Action), Reason: d.Reason, Session: sid, Decision: d}
 	s.mu.Lock()
 	t := s.calls[key]
+	if t == nil && len(s.calls) >= maxTrackedCallers {
+		// Callers outside sessions are keyed by uid and workspace, which a
+		// client chooses: bound the memory they can make the daemon hold.
+		clear(s.calls)
+	}
 	if t == nil {
 		t = &callTrack{}
 		s.calls[key] = t

@@ -62,6 +62,7 @@ func TestApprovalsExcludedCommand(t *testing.T) {
 	script := `H=` + helper + `
 OXS_DTEST_CLIENT=exec "$H" touch "$OUT/a"; echo "e1=$?"
 OXS_DTEST_CLIENT=exec "$H" touch "$OUT/b"; echo "e2=$?"
+echo '[[approval]]' >> .openoxide/approvals.toml; echo "w=$?"
 OXS_DTEST_CLIENT=exec "$H" touch "$OUT/c"; echo "e3=$?"
 OXS_DTEST_CLIENT=exec "$H" mkdir "$OUT/d"; echo "e4=$?"
 OXS_DTEST_CLIENT=reply "$H" a-000000000000 once; echo "r=$?"
@@ -75,6 +76,9 @@ touch "$OUT/direct"; echo "direct=$?"
 		if !strings.Contains(res.stdout, want+"\n") {
 			t.Errorf("stdout lacks %s", want)
 		}
+	}
+	if strings.Contains(res.stdout, "w=0") {
+		t.Error("the session could write its own approvals.toml")
 	}
 	if strings.Contains(res.stdout, "direct=0") {
 		t.Error("the session wrote outside its workspace without the escape hatch")
@@ -112,7 +116,7 @@ touch "$OUT/direct"; echo "direct=$?"
 	}
 	file := filepath.Join(w.ws, ApprovalsFile)
 	b, err := os.ReadFile(file)
-	if err != nil || !strings.Contains(string(b), `pattern = 'touch *'`) {
+	if err != nil || !strings.Contains(string(b), `pattern = 'touch *'`) || strings.Count(string(b), "[[approval]]") != 1 {
 		t.Fatalf("%s: %v\n%s", file, err, b)
 	}
 	if got := fileOwner(t, file); got != nobody {

@@ -36,6 +36,13 @@ const (
 	helperSocketEnv = "OXS_DTEST_SOCKET"
 )
 
+// daemonOptsEnv passes daemonProcOpts to the helper's daemon mode.
+const daemonOptsEnv = "OXS_DTEST_DAEMON"
+
+type daemonProcOpts struct {
+	Socket, ManagedDir, AuditPath, StateDir, PinDir, Parent, RegistryDir string
+}
+
 // helper is a copy of this test binary that every user can execute.
 var helper string
 
@@ -88,6 +95,22 @@ func helperMain(mode string, args []string) int {
 		return 0
 	}
 	switch mode {
+	case "daemon": // a daemon in its own process, to be killed with SIGKILL
+		var o daemonProcOpts
+		if err := json.Unmarshal([]byte(os.Getenv(daemonOptsEnv)), &o); err != nil {
+			return fail(err)
+		}
+		self, _ := os.Executable()
+		srv, err := New(Options{Socket: o.Socket, ManagedDir: o.ManagedDir, AuditPath: o.AuditPath, StateDir: o.StateDir,
+			PinDir: o.PinDir, Cgroup: cgroup.Config{Parent: o.Parent}, Registry: session.Registry{Dir: o.RegistryDir},
+			SelfExe: self, ApprovalTimeout: 20 * time.Second})
+		if err != nil {
+			return fail(err)
+		}
+		if err := srv.Serve(ctx); err != nil {
+			return fail(err)
+		}
+		return 0
 	case "run": // WORKSPACE CMD...
 		return RunCLI(ctx, c.Socket, args[1:], &policy.Flags{Workspace: args[0]}, os.Stderr)
 	case "attach": // PID
@@ -222,6 +245,7 @@ func newWorld(t *testing.T) *world {
 		StateDir:        filepath.Join(base, "state"),
 		PinDir:          filepath.Join(base, "bpf"),
 		SelfExe:         helper, Log: w.log,
+		adoptGrace: -1,
 	}
 	t.Cleanup(func() {
 		if w.stop != nil {

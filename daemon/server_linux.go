@@ -60,6 +60,9 @@ type Options struct {
 	PinDir string
 	// Enforcers are pinned enforcement layers (see Enforcer).
 	Enforcers []Enforcer
+
+	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
+	adoptGrace time.Duration
 }
 
 // Server is the daemon.
@@ -262,7 +265,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "pid": os.Getpid()})
 }
 
-// peer returns the request's kernel-reported peer.
+// requestPeer returns the request's kernel-reported peer.
 func requestPeer(r *http.Request) (*Peer, error) {
 	c := connOf(r.Context())
 	if c == nil {

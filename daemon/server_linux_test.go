@@ -237,18 +237,18 @@ func TestCheckDoomLoop(t *testing.T) {
 func TestRunSignalsAndClientDeath(t *testing.T) {
 	w := newWorld(t)
 	w.start(t)
-	startRun := func(script string) (*exec.Cmd, *bytes.Buffer) {
+	startRun := func(script string) (*exec.Cmd, *syncBuffer) {
 		cmd := exec.Command(helper, w.ws, "sh", "-c", script)
 		cmd.Dir = w.ws
 		cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=run", helperSocketEnv + "=" + w.socket}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd, &out
+		return cmd, out
 	}
 	waitSession := func() string {
 		t.Helper()

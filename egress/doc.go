@@ -4,9 +4,20 @@
 // resolver that admits the addresses of allowed hostnames for their TTL,
 // and decodes the kernel's refusal events.
 //
+// Semantics worth knowing: the loopback setting applies in every policy,
+// full included (the policy compiler picks its default); DNS (port 53,
+// UDP and TCP) of an allowlist session always goes to the session's own
+// resolver, whatever server was asked; raw and ICMP sockets are refused
+// except under full; metadata and link-local addresses need an allow
+// entry at least as specific as their range, so 0.0.0.0/0 does not admit
+// them.
+//
 // Known limits, by design: an admitted IP is shared by every name hosted
 // there (domain fronting); a wildcard rule admits DNS tunnelling through
 // that domain; sockets created outside the session and inherited bypass
-// the cgroup hooks (so run closes inherited fds); a port bound by listen()
-// without bind() is not tracked for loopback = session.
+// the cgroup hooks (so run closes inherited fds); the host's own
+// non-loopback addresses are judged by the allow list, not by the loopback
+// setting; an IPv6 rule covering ::ffff:0:0/96 (such as ::/0) also covers
+// IPv4; AF_PACKET and other non-INET families need the BPF-LSM
+// socket_create hook (cgroup sock_create only sees AF_INET/AF_INET6).
 package egress

@@ -784,6 +784,12 @@ func TestHostnameRules(t *testing.T) {
 		if c.Errno != "EPERM" {
 			t.Errorf("resolved host on another port: %q, want EPERM", c.Errno)
 		}
+		if name, ok := f.enf.Hostname(s.id, hostA); !ok || name != "example.test" {
+			t.Errorf("Hostname(%s) = %q, %v; want example.test", hostA, name, ok)
+		}
+		if name, ok := f.enf.Hostname(s.id, hostD); ok {
+			t.Errorf("Hostname of an address no allowed name admitted: %q", name)
+		}
 	})
 
 	empty := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone})

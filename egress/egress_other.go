@@ -4,6 +4,7 @@ package egress
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/openoxide/oxsupervise/policy"
@@ -22,10 +23,11 @@ type Config struct {
 // Attach always fails on this OS.
 func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) { return nil, errUnsupported }
 
-func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) error { return errUnsupported }
-func (e *Enforcer) RemoveSession(cgroupID uint64) error                { return errUnsupported }
-func (e *Enforcer) Close() error                                       { return nil }
-func (e *Enforcer) Events() (*EventReader, error)                      { return nil, errUnsupported }
+func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) error       { return errUnsupported }
+func (e *Enforcer) RemoveSession(cgroupID uint64) error                      { return errUnsupported }
+func (e *Enforcer) Close() error                                             { return nil }
+func (e *Enforcer) Events() (*EventReader, error)                            { return nil, errUnsupported }
+func (e *Enforcer) Hostname(cgroupID uint64, addr netip.Addr) (string, bool) { return "", false }
 
 // EventReader reads kernel refusal events; unavailable here.
 type EventReader struct{}

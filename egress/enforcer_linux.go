@@ -49,6 +49,9 @@ type session struct {
 	net     policy.Network
 	entries map[trieKey][]portRange
 	dns     *SessionResolver
+	// names remembers which allowed name last admitted an address, so
+	// refusal records can say which host an address was reached for.
+	names map[netip.Addr]string
 }
 
 // Config configures an Enforcer.
@@ -140,6 +143,7 @@ func (e *Enforcer) sweep() error {
 					continue
 				}
 				delete(s.entries, k)
+				delete(s.names, netip.AddrFrom16(k.addr).Unmap())
 				continue
 			}
 			if err := e.writeEntry(id, k, live); err != nil {
@@ -162,18 +166,21 @@ func (e *Enforcer) Close() error {
 		e.stop = nil
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	var errs []error
-	for _, s := range e.sessions {
-		if s.dns != nil {
-			errs = append(errs, s.dns.Close())
-		}
-	}
+	sessions := e.sessions
 	e.sessions = map[uint64]*session{}
+	var errs []error
 	for _, l := range e.links {
 		errs = append(errs, l.Close())
 	}
 	e.links = nil
+	e.mu.Unlock()
+	// Resolvers stop outside the lock: a query in flight may be waiting
+	// for it in admit, and stopping waits for that query.
+	for _, s := range sessions {
+		if s.dns != nil {
+			errs = append(errs, s.dns.Close())
+		}
+	}
 	errs = append(errs, e.objs.Close())
 	return errors.Join(errs...)
 }
@@ -193,10 +200,15 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 	if _, ok := e.sessions[cgroupID]; ok {
 		return fmt.Errorf("session cgroup %d: already has a network policy", cgroupID)
 	}
-	s := &session{net: n, entries: make(map[trieKey][]portRange)}
+	s := &session{net: n, entries: make(map[trieKey][]portRange), names: make(map[netip.Addr]string)}
 	defer func() {
 		if err != nil {
 			e.forget(cgroupID, s)
+			if s.dns != nil {
+				// No query can be in flight: the session entry that
+				// redirects DNS was never written.
+				s.dns.Close()
+			}
 		}
 	}()
 
@@ -239,15 +251,24 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 // left) become unconfined, so call it after the session's cgroup is empty.
 func (e *Enforcer) RemoveSession(cgroupID uint64) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	s, ok := e.sessions[cgroupID]
 	if !ok {
+		e.mu.Unlock()
 		return fmt.Errorf("session cgroup %d: no network policy", cgroupID)
 	}
-	return e.forget(cgroupID, s)
+	err := e.forget(cgroupID, s)
+	e.mu.Unlock()
+	// Outside the lock, as in Close.
+	if s.dns != nil {
+		if cerr := s.dns.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("session cgroup %d: %w", cgroupID, cerr))
+		}
+	}
+	return err
 }
 
-// forget removes everything AddSession may have written; e.mu is held.
+// forget removes everything AddSession wrote into the maps; e.mu is held.
+// The caller stops the session's resolver.
 func (e *Enforcer) forget(cgroupID uint64, s *session) error {
 	var errs []error
 	if err := e.objs.NetSessions.Delete(cgroupID); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -260,9 +281,6 @@ func (e *Enforcer) forget(cgroupID uint64, s *session) error {
 			errs = append(errs, fmt.Errorf("delete allow entry: %w", err))
 		}
 	}
-	if s.dns != nil {
-		errs = append(errs, s.dns.Close())
-	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("session cgroup %d: %w", cgroupID, err)
 	}
@@ -271,7 +289,7 @@ func (e *Enforcer) forget(cgroupID uint64, s *session) error {
 
 // admit is the resolver's way into the trie: addr becomes reachable on
 // ports until ttl from now (CLOCK_BOOTTIME, what the programs compare).
-func (e *Enforcer) admit(cgroupID uint64, addr netip.Addr, ports []policy.PortRange, ttl time.Duration) error {
+func (e *Enforcer) admit(cgroupID uint64, name string, addr netip.Addr, ports []policy.PortRange, ttl time.Duration) error {
 	now, err := bootTimeNs()
 	if err != nil {
 		return err
@@ -292,7 +310,22 @@ func (e *Enforcer) admit(cgroupID uint64, addr netip.Addr, ports []policy.PortRa
 		return fmt.Errorf("admit %s: %w", addr, err)
 	}
 	s.entries[k] = merged
+	s.names[addr.Unmap()] = name
 	return nil
+}
+
+// Hostname returns the allowed name whose resolution last admitted addr
+// for the session, if any: the audit layer adds it to refusal records
+// (destination.domain) because the kernel only sees addresses.
+func (e *Enforcer) Hostname(cgroupID uint64, addr netip.Addr) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[cgroupID]
+	if !ok {
+		return "", false
+	}
+	name, ok := s.names[addr.Unmap()]
+	return name, ok
 }
 
 func (e *Enforcer) writeEntry(cgroupID uint64, k trieKey, ranges []portRange) error {

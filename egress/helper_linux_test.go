@@ -107,6 +107,8 @@ func runHelper(op string) int {
 			break
 		}
 		emit(helperResult{Extra: ln.Addr().String()})
+		// Never outlive a failed test waiting for a client.
+		ln.(*net.TCPListener).SetDeadline(time.Now().Add(10 * time.Second))
 		c, err := ln.Accept()
 		if err == nil {
 			c.SetDeadline(time.Now().Add(5 * time.Second))

@@ -15,8 +15,9 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// AdmitFunc makes addr reachable for a session on ports for ttl.
-type AdmitFunc func(cgroupID uint64, addr netip.Addr, ports []policy.PortRange, ttl time.Duration) error
+// AdmitFunc makes addr, an answer for the allowed name, reachable for a
+// session on ports for ttl.
+type AdmitFunc func(cgroupID uint64, name string, addr netip.Addr, ports []policy.PortRange, ttl time.Duration) error
 
 // ResolverConfig configures the resolver.
 type ResolverConfig struct {
@@ -212,7 +213,7 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			continue
 		}
 		ttl := max(time.Duration(rr.Header().Ttl)*time.Second, minTTL)
-		if err := s.r.admit(s.cgroupID, addr, ports, ttl); err != nil {
+		if err := s.r.admit(s.cgroupID, name, addr, ports, ttl); err != nil {
 			resp.Rcode = dns.RcodeServerFailure
 			resp.Answer = nil
 			w.WriteMsg(resp)

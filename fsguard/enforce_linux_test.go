@@ -74,7 +74,7 @@ func (e *events) drain() []fsguard.Event {
 	}
 }
 
-func anchorOf(t *testing.T, path string) policy.Anchor {
+func anchorOf(t testing.TB, path string) policy.Anchor {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
@@ -95,7 +95,7 @@ var testPatterns = []policy.ProtectedPattern{
 	{Components: []string{"AGENTS.md"}, Type: policy.EntryAny, Source: "test"},
 }
 
-func workspacePolicy(t *testing.T, ws string, protected, denyRead []string) *policy.Compiled {
+func workspacePolicy(t testing.TB, ws string, protected, denyRead []string) *policy.Compiled {
 	c := &policy.Compiled{
 		Mode:              policy.ModeWorkspaceWrite,
 		FilesystemRules:   true,
@@ -116,6 +116,11 @@ func workspacePolicy(t *testing.T, ws string, protected, denyRead []string) *pol
 // and returns its errno.
 func inCgroup(t *testing.T, cg *testutil.Cgroup, op string, args ...string) syscall.Errno {
 	t.Helper()
+	return inCgroupTB(t, cg, op, args...)
+}
+
+func inCgroupTB(t testing.TB, cg *testutil.Cgroup, op string, args ...string) syscall.Errno {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(append([]string{op}, args...), "\x1f"))
 	cmd.Stderr = os.Stderr
@@ -135,7 +140,7 @@ func inCgroup(t *testing.T, cg *testutil.Cgroup, op string, args ...string) sysc
 	return syscall.Errno(n)
 }
 
-func openCgroup(t *testing.T, cg *testutil.Cgroup) int {
+func openCgroup(t testing.TB, cg *testutil.Cgroup) int {
 	t.Helper()
 	fd, err := unix.Open(cg.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -144,7 +149,7 @@ func openCgroup(t *testing.T, cg *testutil.Cgroup) int {
 	return fd
 }
 
-func realTempDir(t *testing.T) string {
+func realTempDir(t testing.TB) string {
 	t.Helper()
 	d, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -153,7 +158,7 @@ func realTempDir(t *testing.T) string {
 	return d
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,8 @@ const (
 	OpPtrace       Op = 19 // self-protection: ptrace or /proc/PID access to a task outside
 	OpKill         Op = 20 // self-protection: a signal to a task outside
 	OpTIOCSTI      Op = 21 // self-protection: terminal input injection
+	OpReceive      Op = 22 // a writable fd passed in over SCM_RIGHTS
+	OpMount        Op = 23 // self-protection: mount, move_mount, umount, pivot_root
 )
 
 var opNames = map[Op]string{
@@ -39,7 +41,7 @@ var opNames = map[Op]string{
 	OpRmdir: "rmdir", OpMkdir: "mkdir", OpMknod: "create", OpSymlink: "symlink", OpLinkSource: "link_source",
 	OpLink: "link", OpRenameSource: "rename_source", OpRenameTarget: "rename_target", OpChmod: "chmod",
 	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
-	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti",
+	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti", OpReceive: "receive_fd", OpMount: "mount",
 }
 
 func (o Op) String() string {

@@ -64,6 +64,10 @@ func Load() (*Guard, error) {
 // Hooks names the LSM hooks the programs are attached to.
 func (g *Guard) Hooks() []string { return g.progs.Attached }
 
+// SkippedHooks maps optional hooks this kernel lacks to the reason; the
+// operations they guard are covered by older hooks.
+func (g *Guard) SkippedHooks() map[string]string { return g.progs.Skipped }
+
 // kernelDev converts userspace st_dev to the kernel's s_dev encoding.
 func kernelDev(dev uint64) uint32 {
 	return unix.Major(dev)<<20 | unix.Minor(dev)

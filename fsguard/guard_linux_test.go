@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -20,7 +21,7 @@ import (
 
 // requireBPFLSM skips (fails in the VM) unless an independent, hand-made
 // BPF_LSM_MAC program loads and attaches on this kernel.
-func requireBPFLSM(t *testing.T) {
+func requireBPFLSM(t testing.TB) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	data, err := os.ReadFile("/sys/kernel/security/lsm")
@@ -51,7 +52,7 @@ func requireBPFLSM(t *testing.T) {
 	l.Close()
 }
 
-func loadGuard(t *testing.T) *fsguard.Guard {
+func loadGuard(t testing.TB) *fsguard.Guard {
 	t.Helper()
 	requireBPFLSM(t)
 	g, err := fsguard.Load()
@@ -70,8 +71,21 @@ func TestLoadAttachesEveryHook(t *testing.T) {
 	g := loadGuard(t)
 	want := []string{"file_open", "path_truncate", "path_unlink", "path_rmdir", "path_mkdir", "path_mknod",
 		"path_symlink", "path_link", "path_rename", "path_chmod", "path_chown", "inode_setattr",
-		"inode_setxattr", "inode_removexattr", "bpf", "ptrace_access_check", "task_kill", "file_ioctl"}
+		"inode_setxattr", "inode_removexattr", "bpf", "ptrace_access_check", "task_kill", "file_ioctl", "file_receive",
+		"sb_mount", "move_mount", "sb_umount", "sb_pivotroot"}
 	got := g.Hooks()
+	// file_truncate exists from 6.2: attached exactly when the kernel's
+	// BTF has the hook (independent check: the BTF itself).
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatalf("kernel BTF: %v", err)
+	}
+	var fn *btf.Func
+	if kernel.TypeByName("bpf_lsm_file_truncate", &fn) == nil {
+		want = append(want, "file_truncate")
+	} else if _, ok := g.SkippedHooks()["file_truncate"]; !ok {
+		t.Errorf("kernel lacks file_truncate but SkippedHooks() = %v does not say so", g.SkippedHooks())
+	}
 	for _, h := range want {
 		if !slices.Contains(got, h) {
 			t.Errorf("hook %s not attached; attached: %v", h, got)
@@ -80,4 +94,5 @@ func TestLoadAttachesEveryHook(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("attached %d hooks %v, want %d", len(got), got, len(want))
 	}
+	t.Logf("attached: %v; skipped: %v", got, g.SkippedHooks())
 }

@@ -22,12 +22,20 @@ import (
 // the real syscall from inside a session's cgroup.
 const helperEnv = "OXS_FSGUARD_TEST_HELPER"
 
+// notDelivered is what the helper prints when an fd sent over SCM_RIGHTS
+// did not arrive (recvmsg succeeded with MSG_CTRUNC and no rights).
+const notDelivered = 1000
+
+var errNotDelivered = errors.New("fd not delivered")
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperEnv); spec != "" {
 		args := strings.Split(spec, "\x1f")
 		err := runOp(args[0], args[1:])
 		var errno unix.Errno
 		switch {
+		case errors.Is(err, errNotDelivered):
+			fmt.Println(notDelivered)
 		case err == nil:
 			fmt.Println(0)
 		case errors.As(err, &errno):
@@ -135,6 +143,47 @@ func runOp(op string, a []string) error {
 		defer unix.Close(fd)
 		_, err = unix.Write(fd, []byte("chroot"))
 		return err
+	case "recvfd-write": // receive an fd on fd 3 and write a[0] through it
+		buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+		_, oobn, flags, _, err := unix.Recvmsg(3, buf, oob, 0)
+		if err != nil {
+			return fmt.Errorf("recvmsg: %w", err)
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return fmt.Errorf("parse control message: %w", err)
+		}
+		if len(msgs) == 0 {
+			if flags&unix.MSG_CTRUNC != 0 {
+				return errNotDelivered
+			}
+			return errors.New("no control message and no MSG_CTRUNC")
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			return fmt.Errorf("parse rights: %v (%d fds)", err, len(fds))
+		}
+		_, err = unix.Write(fds[0], []byte(a[0]))
+		return err
+	case "openloop": // open+close a[0] a[1] times, write the ns per open to a[2]
+		n, err := strconv.Atoi(a[1])
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			fd, err := unix.Open(a[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			unix.Close(fd)
+		}
+		ns := time.Since(start).Nanoseconds() / int64(max(n, 1))
+		return os.WriteFile(a[2], []byte(strconv.FormatInt(ns, 10)), 0o644)
+	case "bind-mount": // bind mount a[0] on a[1]
+		return unix.Mount(a[0], a[1], "", unix.MS_BIND, "")
+	case "umount":
+		return unix.Unmount(a[0], 0)
 	case "sleep":
 		time.Sleep(time.Minute)
 		return nil

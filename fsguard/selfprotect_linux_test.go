@@ -5,6 +5,7 @@ package fsguard_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -38,6 +39,16 @@ func TestSelfProtection(t *testing.T) {
 	pid := strconv.Itoa(outside.Process.Pid)
 	term := strconv.Itoa(int(unix.SIGTERM))
 
+	writable, hooks, mounted := filepath.Join(ws, "w"), filepath.Join(ws, ".git/hooks"), filepath.Join(ws, "mounted")
+	for _, d := range []string{writable, hooks, mounted} {
+		mkdirAll(t, d)
+	}
+	// Mounted by the supervisor before the session, to try unmounting.
+	if err := unix.Mount("tmpfs", mounted, "tmpfs", 0, ""); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", mounted, err)
+	}
+	t.Cleanup(func() { unix.Unmount(mounted, unix.MNT_DETACH) })
+
 	tests := []struct {
 		name   string
 		op     string
@@ -53,6 +64,8 @@ func TestSelfProtection(t *testing.T) {
 		{"ptrace attach to a task outside", "ptrace", []string{pid}, unix.EPERM, fsguard.OpPtrace, outside.Process.Pid},
 		{"/proc/PID/environ of a task outside", "environ", []string{pid}, unix.EACCES, fsguard.OpPtrace, outside.Process.Pid},
 		{"TIOCSTI", "tiocsti", nil, unix.EPERM, fsguard.OpTIOCSTI, 0},
+		{"bind mount over .git/hooks", "bind-mount", []string{writable, hooks}, unix.EPERM, fsguard.OpMount, 0},
+		{"umount", "umount", []string{mounted}, unix.EPERM, fsguard.OpMount, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +75,18 @@ func TestSelfProtection(t *testing.T) {
 			if err := outside.Process.Signal(syscall.Signal(0)); err != nil {
 				t.Fatalf("the outside task is gone: %v", err)
 			}
+			if tt.op == "bind-mount" {
+				var hooksSt, writableSt unix.Stat_t
+				if unix.Stat(hooks, &hooksSt) != nil || unix.Stat(writable, &writableSt) != nil || hooksSt.Ino == writableSt.Ino {
+					t.Fatalf("%s now shows %s: the refused bind mount happened", hooks, writable)
+				}
+			}
+			if tt.op == "umount" {
+				var st, parent unix.Stat_t
+				if unix.Stat(mounted, &st) != nil || unix.Stat(ws, &parent) != nil || st.Dev == parent.Dev {
+					t.Fatalf("%s is no longer a mount point: the refused umount happened", mounted)
+				}
+			}
 			if tt.event != 0 {
 				e := ev.waitFor(t, tt.event, "")
 				if e.Kind != fsguard.KindSelf || e.CgroupID != session.ID || e.Errno != unix.EPERM || int(e.TargetPID) != tt.target {
@@ -69,7 +94,7 @@ func TestSelfProtection(t *testing.T) {
 				}
 			}
 			// The same from outside any session works (root in the VM).
-			if tt.op == "kill" && tt.args[1] != "0" {
+			if tt.op == "kill" && tt.args[1] != "0" || tt.op == "bind-mount" || tt.op == "umount" {
 				return
 			}
 			if got := inCgroup(t, &bystander, tt.op, tt.args...); got != 0 {

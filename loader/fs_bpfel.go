@@ -82,10 +82,13 @@ const (
 	fsProgFsBpf               = "fs_bpf"
 	fsProgFsFileIoctl         = "fs_file_ioctl"
 	fsProgFsFileOpen          = "fs_file_open"
+	fsProgFsFileReceive       = "fs_file_receive"
+	fsProgFsFileTruncate      = "fs_file_truncate"
 	fsProgFsInodeRemovexattr  = "fs_inode_removexattr"
 	fsProgFsInodeSetattr      = "fs_inode_setattr"
 	fsProgFsInodeSetattrIdmap = "fs_inode_setattr_idmap"
 	fsProgFsInodeSetxattr     = "fs_inode_setxattr"
+	fsProgFsMoveMount         = "fs_move_mount"
 	fsProgFsPathChmod         = "fs_path_chmod"
 	fsProgFsPathChown         = "fs_path_chown"
 	fsProgFsPathLink          = "fs_path_link"
@@ -97,6 +100,9 @@ const (
 	fsProgFsPathTruncate      = "fs_path_truncate"
 	fsProgFsPathUnlink        = "fs_path_unlink"
 	fsProgFsPtraceAccessCheck = "fs_ptrace_access_check"
+	fsProgFsSbMount           = "fs_sb_mount"
+	fsProgFsSbPivotroot       = "fs_sb_pivotroot"
+	fsProgFsSbUmount          = "fs_sb_umount"
 	fsProgFsTaskKill          = "fs_task_kill"
 	fsVarUnusedFsEvent        = "unused_fs_event"
 )
@@ -146,10 +152,13 @@ type fsProgramSpecs struct {
 	FsBpf               *ebpf.ProgramSpec `ebpf:"fs_bpf"`
 	FsFileIoctl         *ebpf.ProgramSpec `ebpf:"fs_file_ioctl"`
 	FsFileOpen          *ebpf.ProgramSpec `ebpf:"fs_file_open"`
+	FsFileReceive       *ebpf.ProgramSpec `ebpf:"fs_file_receive"`
+	FsFileTruncate      *ebpf.ProgramSpec `ebpf:"fs_file_truncate"`
 	FsInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
 	FsInodeSetattr      *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
 	FsInodeSetattrIdmap *ebpf.ProgramSpec `ebpf:"fs_inode_setattr_idmap"`
 	FsInodeSetxattr     *ebpf.ProgramSpec `ebpf:"fs_inode_setxattr"`
+	FsMoveMount         *ebpf.ProgramSpec `ebpf:"fs_move_mount"`
 	FsPathChmod         *ebpf.ProgramSpec `ebpf:"fs_path_chmod"`
 	FsPathChown         *ebpf.ProgramSpec `ebpf:"fs_path_chown"`
 	FsPathLink          *ebpf.ProgramSpec `ebpf:"fs_path_link"`
@@ -161,6 +170,9 @@ type fsProgramSpecs struct {
 	FsPathTruncate      *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
 	FsPathUnlink        *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
 	FsPtraceAccessCheck *ebpf.ProgramSpec `ebpf:"fs_ptrace_access_check"`
+	FsSbMount           *ebpf.ProgramSpec `ebpf:"fs_sb_mount"`
+	FsSbPivotroot       *ebpf.ProgramSpec `ebpf:"fs_sb_pivotroot"`
+	FsSbUmount          *ebpf.ProgramSpec `ebpf:"fs_sb_umount"`
 	FsTaskKill          *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
 }
 
@@ -233,10 +245,13 @@ type fsPrograms struct {
 	FsBpf               *ebpf.Program `ebpf:"fs_bpf"`
 	FsFileIoctl         *ebpf.Program `ebpf:"fs_file_ioctl"`
 	FsFileOpen          *ebpf.Program `ebpf:"fs_file_open"`
+	FsFileReceive       *ebpf.Program `ebpf:"fs_file_receive"`
+	FsFileTruncate      *ebpf.Program `ebpf:"fs_file_truncate"`
 	FsInodeRemovexattr  *ebpf.Program `ebpf:"fs_inode_removexattr"`
 	FsInodeSetattr      *ebpf.Program `ebpf:"fs_inode_setattr"`
 	FsInodeSetattrIdmap *ebpf.Program `ebpf:"fs_inode_setattr_idmap"`
 	FsInodeSetxattr     *ebpf.Program `ebpf:"fs_inode_setxattr"`
+	FsMoveMount         *ebpf.Program `ebpf:"fs_move_mount"`
 	FsPathChmod         *ebpf.Program `ebpf:"fs_path_chmod"`
 	FsPathChown         *ebpf.Program `ebpf:"fs_path_chown"`
 	FsPathLink          *ebpf.Program `ebpf:"fs_path_link"`
@@ -248,6 +263,9 @@ type fsPrograms struct {
 	FsPathTruncate      *ebpf.Program `ebpf:"fs_path_truncate"`
 	FsPathUnlink        *ebpf.Program `ebpf:"fs_path_unlink"`
 	FsPtraceAccessCheck *ebpf.Program `ebpf:"fs_ptrace_access_check"`
+	FsSbMount           *ebpf.Program `ebpf:"fs_sb_mount"`
+	FsSbPivotroot       *ebpf.Program `ebpf:"fs_sb_pivotroot"`
+	FsSbUmount          *ebpf.Program `ebpf:"fs_sb_umount"`
 	FsTaskKill          *ebpf.Program `ebpf:"fs_task_kill"`
 }
 
@@ -256,10 +274,13 @@ func (p *fsPrograms) Close() error {
 		p.FsBpf,
 		p.FsFileIoctl,
 		p.FsFileOpen,
+		p.FsFileReceive,
+		p.FsFileTruncate,
 		p.FsInodeRemovexattr,
 		p.FsInodeSetattr,
 		p.FsInodeSetattrIdmap,
 		p.FsInodeSetxattr,
+		p.FsMoveMount,
 		p.FsPathChmod,
 		p.FsPathChown,
 		p.FsPathLink,
@@ -271,6 +292,9 @@ func (p *fsPrograms) Close() error {
 		p.FsPathTruncate,
 		p.FsPathUnlink,
 		p.FsPtraceAccessCheck,
+		p.FsSbMount,
+		p.FsSbPivotroot,
+		p.FsSbUmount,
 		p.FsTaskKill,
 	)
 }

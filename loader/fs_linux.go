@@ -36,6 +36,8 @@ type FSPrograms struct {
 
 	// Attached names the LSM hooks attached.
 	Attached []string
+	// Skipped maps optional hooks this kernel lacks to why, for doctor.
+	Skipped map[string]string
 
 	coll  *ebpf.Collection
 	links []link.Link
@@ -46,6 +48,12 @@ type FSPrograms struct {
 // changed between kernels.
 var fsVariants = map[string]map[int]string{
 	"inode_setattr": {2: "fs_inode_setattr", 3: "fs_inode_setattr_idmap"},
+}
+
+// fsOptional are programs for hooks newer kernels added; where a hook is
+// missing, another hook covers the operation (see bpf/fs.c).
+var fsOptional = map[string]string{
+	"file_truncate": "fs_file_truncate", // 6.2+; path_truncate covers ftruncate before
 }
 
 // LoadFS loads the filesystem programs and attaches every one of them. It
@@ -79,6 +87,14 @@ func LoadFS() (*FSPrograms, error) {
 		}
 	}
 
+	skipped := map[string]string{}
+	for hook, prog := range fsOptional {
+		if _, err := lsmHookParams(kernel, hook); err != nil {
+			delete(spec.Programs, prog)
+			skipped[hook] = fmt.Sprintf("not on this kernel (%v); covered by another hook", err)
+		}
+	}
+
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
 	if err != nil {
 		var verr *ebpf.VerifierError
@@ -93,6 +109,7 @@ func LoadFS() (*FSPrograms, error) {
 		Names:      coll.Maps["fs_names"],
 		Events:     coll.Maps["fs_events"],
 		EventsLost: coll.Maps["fs_events_lost"],
+		Skipped:    skipped,
 		coll:       coll,
 	}
 	names := make([]string, 0, len(coll.Programs))

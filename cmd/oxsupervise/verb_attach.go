@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -57,11 +58,21 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.err, "oxsupervise attach: policy: %v\n", err)
 		return exitUsage
 	}
+	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
+	layers, err := buildLayers("attach", c, cgroup.Config{}, unavailable, s.err)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise attach: boundary not built: %v; nothing was moved\n", err)
+		return exitNoBoundary
+	}
 	e, err := session.Attach(ctx, session.AttachOptions{
 		PID: *pid, Policy: c, CallerUID: caller, AllowOtherUser: *allowOther,
 		Warn:        s.err,
-		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+		Unavailable: unavailable,
+		Layers:      layers.list(),
 	})
+	if err != nil && e == nil {
+		layers.close(s.err)
+	}
 	var be *session.BoundaryError
 	switch {
 	case errors.As(err, &be):
@@ -69,8 +80,13 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		return exitNoBoundary
 	case err != nil:
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
+		if e != nil {
+			// Attached, but not recorded: the layers still hold it.
+			layers.holdAttached(ctx, s.err, e, cgroup.Config{}, session.Registry{})
+		}
 		return exitFail
 	}
 	fmt.Fprintln(s.out, e.ID)
+	layers.holdAttached(ctx, s.err, e, cgroup.Config{}, session.Registry{})
 	return exitOK
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -30,8 +32,10 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	adminGroup := fs.String("admin-group", "", "group (name or gid) whose members see and stop every session and answer every approval (default: root only)")
 	timeout := fs.Duration("approval-timeout", 5*time.Minute, "how long a request waits for an approval before it is refused")
 	auditLog := fs.String("audit-log", "", "audit log of the daemon and its sessions (default /var/log/oxsupervise/audit.jsonl)")
+	cgroupParent := fs.String("cgroup-parent", "", "cgroup (relative to the cgroup2 mount) holding session groups (default oxsupervise; other CLI verbs only see the default)")
+	runDir := fs.String("run-dir", "", "directory of the session registry (RUN-DIR/sessions) and daemon state (RUN-DIR/daemon) (default /run/oxsupervise)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH] [--cgroup-parent P] [--run-dir DIR]")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "daemon", args); done {
@@ -45,7 +49,14 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise daemon: must run as root (it creates cgroups and runs sessions as their users)")
 		return exitFail
 	}
+	var reg session.Registry
+	stateDir := ""
+	if *runDir != "" {
+		reg.Dir = filepath.Join(*runDir, "sessions")
+		stateDir = filepath.Join(*runDir, "daemon")
+	}
 	srv, err := daemon.New(daemon.Options{
+		Cgroup: cgroup.Config{Parent: *cgroupParent}, Registry: reg, StateDir: stateDir,
 		Socket: *socket, AdminGroup: *adminGroup, ApprovalTimeout: *timeout, AuditPath: *auditLog,
 		ManagedDir:  os.Getenv(policy.ManagedDirEnv),
 		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),

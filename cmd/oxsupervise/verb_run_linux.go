@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -41,13 +42,22 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
 		return exitFail
 	}
+	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
+	layers, err := buildLayers("run", c, cgroup.Config{}, unavailable, s.err)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
+		return exitNoBoundary
+	}
 	code, err := session.Run(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
-		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+		Unavailable: unavailable,
+		Layers:      layers.list(),
 	})
+	// Run has removed the session: nothing is left for the layers to confine.
+	layers.close(s.err)
 	var be *session.BoundaryError
 	var ee *session.ExecError
 	switch {

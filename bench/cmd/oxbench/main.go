@@ -29,6 +29,7 @@ import (
 type env struct {
 	self       string // this binary (the worker)
 	oxs        string // the oxsupervise binary under test
+	repo       string // repository root (the vm suite builds from it)
 	scratch    string // per-run scratch directory
 	out        string // results directory
 	rounds     int    // scale factor: rounds per figure relative to default
@@ -55,6 +56,7 @@ func runMain(args []string) int {
 	scratch := fs.String("scratch", "", "scratch directory (default: a new one under $TMPDIR)")
 	quick := fs.Bool("quick", false, "fewer rounds and smaller workloads (a smoke run; numbers are noisier)")
 	keep := fs.Bool("keep", false, "keep the scratch directory")
+	repo := fs.String("repo", ".", "repository root, for the vm suite's `go run ./internal/vmtest/cmd/vmtest`")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: oxbench --oxsupervise BIN [--out DIR] [--quick] [SUITE...]\nsuites: %s (default: all)\n", strings.Join(suiteNames(), " "))
 		fs.PrintDefaults()
@@ -110,13 +112,13 @@ func runMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e := &env{self: self, oxs: oxsAbs, scratch: dir, out: *out, quick: *quick}
+	e := &env{self: self, oxs: oxsAbs, repo: *repo, scratch: dir, out: *out, quick: *quick}
 	e.commandFor = func(s string) string {
 		q := ""
 		if *quick {
-			q = " --quick"
+			q = "--quick "
 		}
-		return fmt.Sprintf("sudo go run ./bench/cmd/oxbench --oxsupervise bin/oxsupervise%s %s", q, s)
+		return fmt.Sprintf("OXBENCH_ARGS='%s%s' bench/run.sh", q, s)
 	}
 	start := time.Now()
 	var all []*report
@@ -159,6 +161,7 @@ func suites() []suite {
 		{"net", netSuite},
 		{"audit", auditSuite},
 		{"memory", memorySuite},
+		{"vm", vmSuite},
 	}
 }
 

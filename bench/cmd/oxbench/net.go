@@ -151,7 +151,7 @@ func netSuite(ctx context.Context, e *env) ([]*report, error) {
 			{"programs attached, group is not a session", func(ctx context.Context, _ int) (map[string]float64, error) { return inGroup(ctx, plain, connect) }},
 			{"session (allowlist, loopback all)", func(ctx context.Context, _ int) (map[string]float64, error) { return inGroup(ctx, sess, connect) }},
 		},
-		notes: []string{fmt.Sprintf("Mean of %d TCP connect+close pairs per trial from a worker process started directly in the cgroup (clone3 CLONE_INTO_CGROUP); programs from egress.Attach (connect4/6, sendmsg4/6, recvmsg4/6, sock_create, post_bind4/6, egress floor).", n)},
+		notes: []string{fmt.Sprintf("Per trial: %d TCP connect+close pairs in batches of 500, the median batch's time per pair from a worker process started directly in the cgroup (clone3 CLONE_INTO_CGROUP); programs from egress.Attach (connect4/6, sendmsg4/6, recvmsg4/6, sock_create, post_bind4/6, egress floor).", n)},
 	}
 	rc, err := conn.measure(ctx)
 	reps := []*report{rc}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/bench/internal/stats"
+	"github.com/openoxide/oxsupervise/bench/internal/work"
 )
 
 // runWorker is the measured side: it does the work, times it itself (so
@@ -36,6 +37,7 @@ func runWorker(args []string) int {
 	mod := fs.String("mod", "", "Go module to build")
 	gocache := fs.String("gocache", "", "warm GOCACHE to copy before building")
 	target := fs.String("target", "", "path whose creation is denied")
+	rate := fs.Float64("rate", 0, "auditgen: refusals per second (0: as fast as possible)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -43,7 +45,7 @@ func runWorker(args []string) int {
 	var err error
 	switch args[0] {
 	case "fsmicro":
-		out, err = fsMicro(*dir, *n)
+		out, err = work.FSMicro(*dir, *n)
 	case "macro":
 		out, err = macro(*dir, *tarball, *mod, *gocache)
 	case "connect":
@@ -51,7 +53,7 @@ func runWorker(args []string) int {
 	case "dns":
 		out, err = dnsLoop(*addr, *name, *n)
 	case "auditgen":
-		out, err = auditGen(*target, *n)
+		out, err = auditGen(*target, *n, *rate)
 	default:
 		err = fmt.Errorf("unknown worker kind %q", args[0])
 	}
@@ -64,122 +66,6 @@ func runWorker(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// perOp times n calls of op and returns nanoseconds per call.
-func perOp(n int, op func(i int) error) (float64, error) {
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if err := op(i); err != nil {
-			return 0, err
-		}
-	}
-	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
-}
-
-// fsMicro runs the filesystem microbenchmarks in dir with raw syscalls, so
-// the numbers are the kernel's (and its LSM hooks'), not Go's.
-func fsMicro(dir string, n int) (map[string]float64, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("--dir is required")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	file := filepath.Join(dir, "existing")
-	if err := os.WriteFile(file, make([]byte, 4096), 0o644); err != nil {
-		return nil, fmt.Errorf("prepare %s: %w", file, err)
-	}
-	listing := filepath.Join(dir, "listing")
-	if err := os.MkdirAll(listing, 0o755); err != nil {
-		return nil, err
-	}
-	for i := 0; i < 100; i++ {
-		if err := os.WriteFile(filepath.Join(listing, fmt.Sprintf("entry-%03d", i)), nil, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	fresh := filepath.Join(dir, "fresh")
-	renA, renB := filepath.Join(dir, "ren-a"), filepath.Join(dir, "ren-b")
-	if err := os.WriteFile(renA, nil, 0o644); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 4096)
-	dents := make([]byte, 32<<10)
-	out := map[string]float64{}
-	ops := []struct {
-		name string
-		op   func(i int) error
-	}{
-		{"open+close (read)", func(int) error {
-			fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("open %s: %w", file, err)
-			}
-			return unix.Close(fd)
-		}},
-		{"open+close (write)", func(int) error {
-			fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("open %s for writing: %w", file, err)
-			}
-			return unix.Close(fd)
-		}},
-		{"create+write 4KiB+unlink", func(int) error {
-			fd, err := unix.Open(fresh, unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-			if err != nil {
-				return fmt.Errorf("create %s: %w", fresh, err)
-			}
-			if _, err := unix.Write(fd, buf); err != nil {
-				unix.Close(fd)
-				return err
-			}
-			if err := unix.Close(fd); err != nil {
-				return err
-			}
-			return unix.Unlink(fresh)
-		}},
-		{"rename", func(i int) error {
-			from, to := renA, renB
-			if i%2 == 1 {
-				from, to = renB, renA
-			}
-			return unix.Rename(from, to)
-		}},
-		{"stat", func(int) error {
-			var st unix.Stat_t
-			return unix.Stat(file, &st)
-		}},
-		{"readdir (100 entries)", func(int) error {
-			fd, err := unix.Open(listing, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			for {
-				k, err := unix.Getdents(fd, dents)
-				if err != nil {
-					unix.Close(fd)
-					return err
-				}
-				if k == 0 {
-					break
-				}
-			}
-			return unix.Close(fd)
-		}},
-	}
-	for _, o := range ops {
-		// Warm the dentry cache and the hooks' state before timing.
-		if _, err := perOp(min(n, 100), o.op); err != nil {
-			return nil, fmt.Errorf("%s: %w", o.name, err)
-		}
-		ns, err := perOp(n, o.op)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.name, err)
-		}
-		out[o.name] = ns
-	}
-	return out, nil
 }
 
 // macro unpacks the tree, runs git on it and builds the module, timing
@@ -251,10 +137,10 @@ func trimNL(b []byte) []byte {
 }
 
 func connectLoop(addr string, n int) (map[string]float64, error) {
-	if _, err := perOp(min(n, 50), func(int) error { return dialClose(addr) }); err != nil {
+	if _, err := work.PerOp(min(n, 50), func(int) error { return dialClose(addr) }); err != nil {
 		return nil, err
 	}
-	ns, err := perOp(n, func(int) error { return dialClose(addr) })
+	ns, err := work.BatchedPerOp(n, func(int) error { return dialClose(addr) })
 	if err != nil {
 		return nil, err
 	}
@@ -293,15 +179,20 @@ func dnsLoop(server, name string, n int) (map[string]float64, error) {
 	return map[string]float64{"query p50": stats.Median(lat), "query p99": stats.Quantile(lat, 0.99)}, nil
 }
 
-// auditGen provokes n refused creations of target as fast as it can; each
-// one is a Landlock denial the kernel audits.
-func auditGen(target string, n int) (map[string]float64, error) {
+// auditGen provokes n refused creations of target, as fast as it can or at
+// rate per second; each one is a Landlock denial the kernel audits.
+func auditGen(target string, n int, rate float64) (map[string]float64, error) {
 	if target == "" {
 		return nil, fmt.Errorf("--target is required")
 	}
 	denied := 0
 	start := time.Now()
 	for i := 0; i < n; i++ {
+		if rate > 0 {
+			if wait := time.Duration(float64(i)/rate*1e9) - time.Since(start); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		fd, err := unix.Open(target, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 		if err == nil {
 			unix.Close(fd)

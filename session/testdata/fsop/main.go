@@ -5,10 +5,11 @@
 //	fsop write PATH | append PATH | read PATH | truncate PATH | mkdir PATH |
 //	     unlink PATH | rmdir PATH | rename OLD NEW | exchange A B |
 //	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH |
-//	     connect IPV4:PORT | loopback
+//	     connect IPV4:PORT | loopback | tiocsti TEXT
 //
 // connect makes one TCP connection; loopback listens on 127.0.0.1 and
-// connects to itself (the session's own loopback traffic).
+// connects to itself (the session's own loopback traffic). tiocsti pushes
+// TEXT into the input queue of the terminal on stdin, as keystrokes.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,6 +96,14 @@ func do(op, a, b string) error {
 			return fmt.Errorf("connect: want IPV4:PORT, got %q", a)
 		}
 		return tcpConnect(&unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+	case "tiocsti":
+		keys := []byte(a)
+		for i := range keys {
+			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&keys[i]))); errno != 0 {
+				return errno
+			}
+		}
+		return nil
 	case "loopback":
 		ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {

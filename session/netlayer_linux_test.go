@@ -1,0 +1,575 @@
+//go:build linux
+
+package session_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit"
+)
+
+// Addresses of the test's private network namespace (RFC 2544 benchmark
+// range, on its lo): nothing leaves the namespace.
+var (
+	hostA   = netip.MustParseAddr("198.18.0.1")
+	hostB   = netip.MustParseAddr("198.18.0.2")
+	dnsHost = netip.MustParseAddr("198.18.0.53")
+)
+
+// netWorld is a network namespace private to one test, entered by one
+// locked OS thread: sockets created and processes started through do live
+// in it (a socket keeps the namespace it was created in; a child inherits
+// the namespace of the thread that forked it).
+type netWorld struct {
+	req chan func()
+	// accepted counts connections accepted per listener address.
+	mu       sync.Mutex
+	accepted map[string]int
+}
+
+func newNetWorld(t *testing.T) *netWorld {
+	t.Helper()
+	w := &netWorld{req: make(chan func()), accepted: map[string]int{}}
+	ready := make(chan error)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine instead of
+		// going back to the scheduler in the test's namespace.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ready <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+			return
+		}
+		cmds := [][]string{{"ip", "link", "set", "lo", "up"}}
+		for _, a := range []netip.Addr{hostA, hostB, dnsHost} {
+			cmds = append(cmds, []string{"ip", "addr", "add", a.String() + "/32", "dev", "lo"})
+		}
+		for _, c := range cmds {
+			if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+				ready <- fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)
+				return
+			}
+		}
+		ready <- nil
+		for f := range w.req {
+			f()
+		}
+	}()
+	if err := <-ready; err != nil {
+		t.Skipf("SKIP: cannot build the test's private network namespace: %v", err)
+	}
+	t.Cleanup(func() { close(w.req) })
+	return w
+}
+
+// do runs f on the namespace's thread.
+func (w *netWorld) do(f func()) {
+	done := make(chan struct{})
+	w.req <- func() { defer close(done); f() }
+	<-done
+}
+
+// listen starts a TCP listener at addr inside the namespace that counts
+// and closes every connection.
+func (w *netWorld) listen(t *testing.T, addr string) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	w.do(func() { ln, err = net.Listen("tcp4", addr) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			w.accepted[addr]++
+			w.mu.Unlock()
+			c.Close()
+		}
+	}()
+}
+
+func (w *netWorld) acceptedAt(addr string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.accepted[addr]
+}
+
+// serveDNS runs an authoritative server for zone at dnsHost:53 (UDP and
+// TCP) inside the namespace: the sessions' resolvers' upstream.
+func (w *netWorld) serveDNS(t *testing.T, zone map[string]netip.Addr) string {
+	t.Helper()
+	addr := netip.AddrPortFrom(dnsHost, 53).String()
+	var pc net.PacketConn
+	var ln net.Listener
+	var err error
+	w.do(func() {
+		if pc, err = net.ListenPacket("udp4", addr); err != nil {
+			return
+		}
+		ln, err = net.Listen("tcp4", addr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := dns.HandlerFunc(func(rw dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		m.Authoritative = true
+		q := req.Question[0]
+		ip, ok := zone[strings.ToLower(strings.TrimSuffix(q.Name, "."))]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: ip.AsSlice()})
+		}
+		rw.WriteMsg(m)
+	})
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
+		go srv.ActivateAndServe()
+		t.Cleanup(func() { srv.Shutdown() })
+	}
+	return addr
+}
+
+// start starts bin with args inside the namespace.
+func (w *netWorld) start(t *testing.T, e *env, extraEnv []string, stdin io.Reader, stdout, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = e.ws
+	cmd.Env = append(os.Environ(), "HOME="+e.home, "FSOP="+fsop)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	var err error
+	w.do(func() { err = cmd.Start() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// netRun runs `oxsupervise run` with args inside the namespace; the
+// command's stdout lines "key=value" are returned as a map.
+func (w *netWorld) netRun(t *testing.T, e *env, auditLog string, extraEnv []string, args ...string) (map[string]string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := w.start(t, e, extraEnv, nil, &stdout, &stderr, append([]string{"run", "--audit-log", auditLog}, args...)...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("oxsupervise run %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("oxsupervise run %v: timed out\nstderr:\n%s", args, stderr.String())
+	}
+	return keyValues(stdout.String()), stderr.String()
+}
+
+func keyValues(out string) map[string]string {
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = strings.TrimSpace(v)
+		}
+	}
+	return got
+}
+
+// script prints name=RESULT for each fsop connect.
+func connectScript(targets map[string]string) string {
+	var b strings.Builder
+	for name, addr := range targets {
+		fmt.Fprintf(&b, "printf '%%s=' %s; \"$FSOP\" connect %s\n", name, addr)
+	}
+	return b.String()
+}
+
+// readAudit decodes every record of the log.
+func readAudit(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("invalid audit record %s: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// sessionOf returns the id of the (only) session a log's session_start names.
+func sessionIDs(recs []audit.Record) []string {
+	var ids []string
+	for _, r := range recs {
+		if r.Ox.Kind == audit.KindSessionStart {
+			ids = append(ids, r.Ox.Session)
+		}
+	}
+	return ids
+}
+
+// netDenials returns the cgroup-layer network denials of session id,
+// keyed by destination ip:port.
+func netDenials(recs []audit.Record, id string) map[string]audit.Record {
+	out := map[string]audit.Record{}
+	for _, r := range recs {
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroup && r.Destination != nil {
+			out[netip.AddrPortFrom(r.Destination.IP, r.Destination.Port).String()] = r
+		}
+	}
+	return out
+}
+
+func requireNetLayer(t *testing.T) {
+	t.Helper()
+	requireRoot(t)
+	landlockABI(t)
+	cgroup2Mount(t)
+}
+
+// TestNetLayerRunNone: network none through cgroup BPF refuses a connect
+// to another address with EPERM, audits it with the session id, and keeps
+// the session's own loopback working.
+func TestNetLayerRunNone(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	target := netip.AddrPortFrom(hostA, 8080).String()
+	w.listen(t, target)
+	log := filepath.Join(e.base, "audit.jsonl")
+	got, stderr := w.netRun(t, e, log, nil, "--net", "none", "--", "sh", "-c",
+		connectScript(map[string]string{"remote": target})+`printf 'loopback='; "$FSOP" loopback`)
+	if got["remote"] != "EPERM" {
+		t.Errorf("connect %s: got %q, want EPERM; stderr:\n%s", target, got["remote"], stderr)
+	}
+	if got["loopback"] != "OK" {
+		t.Errorf("session-local loopback: got %q, want OK", got["loopback"])
+	}
+	if n := w.acceptedAt(target); n != 0 {
+		t.Errorf("listener at %s accepted %d connections", target, n)
+	}
+	if strings.Contains(stderr, "network namespace instead") {
+		t.Errorf("run fell back to a network namespace although cgroup BPF works:\n%s", stderr)
+	}
+	recs := readAudit(t, log)
+	ids := sessionIDs(recs)
+	if len(ids) != 1 {
+		t.Fatalf("want one session_start, got %v", ids)
+	}
+	r, ok := netDenials(recs, ids[0])[target]
+	if !ok {
+		t.Fatalf("no cgroup denial for %s of session %s in the log", target, ids[0])
+	}
+	if r.Event.Action != "connect" || r.Ox.Errno != int(unix.EPERM) || r.Ox.Class != audit.ClassNetwork ||
+		r.Process == nil || r.Process.PID == 0 || r.Network == nil || r.Network.Transport != "tcp" {
+		t.Errorf("denial record incomplete: %+v", r)
+	}
+	assertDenialsBeforeStop(t, recs, ids[0])
+}
+
+// assertDenialsBeforeStop: the layer drains the kernel's events before the
+// session ends, so no refusal follows its session_stop.
+func assertDenialsBeforeStop(t *testing.T, recs []audit.Record, id string) {
+	t.Helper()
+	stopped := false
+	for _, r := range recs {
+		if r.Ox.Session != id {
+			continue
+		}
+		switch {
+		case r.Ox.Kind == audit.KindSessionStop:
+			stopped = true
+		case stopped:
+			t.Errorf("%s record after session_stop: %s", r.Ox.Kind, r.Message)
+		}
+	}
+	if !stopped {
+		t.Errorf("no session_stop for %s", id)
+	}
+}
+
+// TestNetLayerRunAllowlist: an IP:port allowlist admits exactly that
+// destination; another port and another host are refused and audited.
+func TestNetLayerRunAllowlist(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	allowed := netip.AddrPortFrom(hostA, 8080).String()
+	otherPort := netip.AddrPortFrom(hostA, 9090).String()
+	otherHost := netip.AddrPortFrom(hostB, 8080).String()
+	for _, a := range []string{allowed, otherPort, otherHost} {
+		w.listen(t, a)
+	}
+	log := filepath.Join(e.base, "audit.jsonl")
+	got, stderr := w.netRun(t, e, log, nil, "--net", "allowlist", "--allow-net", allowed, "--", "sh", "-c",
+		connectScript(map[string]string{"allowed": allowed, "port": otherPort, "host": otherHost}))
+	for _, tc := range []struct{ name, addr, want string }{
+		{"allowed", allowed, "OK"}, {"port", otherPort, "EPERM"}, {"host", otherHost, "EPERM"},
+	} {
+		if got[tc.name] != tc.want {
+			t.Errorf("connect %s: got %q, want %s; stderr:\n%s", tc.addr, got[tc.name], tc.want, stderr)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // accept runs concurrently
+	if w.acceptedAt(allowed) != 1 || w.acceptedAt(otherPort) != 0 || w.acceptedAt(otherHost) != 0 {
+		t.Errorf("accepted: allowed %d, other port %d, other host %d; want 1, 0, 0",
+			w.acceptedAt(allowed), w.acceptedAt(otherPort), w.acceptedAt(otherHost))
+	}
+	recs := readAudit(t, log)
+	ids := sessionIDs(recs)
+	if len(ids) != 1 {
+		t.Fatalf("want one session_start, got %v", ids)
+	}
+	denials := netDenials(recs, ids[0])
+	for _, a := range []string{otherPort, otherHost} {
+		if _, ok := denials[a]; !ok {
+			t.Errorf("no denial record for %s", a)
+		}
+	}
+	if _, ok := denials[allowed]; ok {
+		t.Errorf("a denial record for the allowed %s", allowed)
+	}
+}
+
+// TestNetLayerRunHostnames: with a hostname allowlist the session's DNS
+// goes to the supervisor's resolver, which answers the allowed name (and
+// admits its address) and refuses the others with a resolver record; the
+// other name's address stays unreachable.
+func TestNetLayerRunHostnames(t *testing.T) {
+	requireNetLayer(t)
+	if _, err := exec.LookPath("getent"); err != nil {
+		t.Skip("SKIP: getent (libc-bin) is needed to resolve names the way programs do")
+	}
+	e := newEnv(t)
+	w := newNetWorld(t)
+	upstream := w.serveDNS(t, map[string]netip.Addr{"allowed.test": hostA, "other.test": hostB})
+	allowed := netip.AddrPortFrom(hostA, 8080).String()
+	other := netip.AddrPortFrom(hostB, 8080).String()
+	w.listen(t, allowed)
+	w.listen(t, other)
+	log := filepath.Join(e.base, "audit.jsonl")
+	script := `printf 'resolve-allowed='; getent ahostsv4 allowed.test | awk 'NR==1{print $1}' | grep . || echo FAIL
+printf 'resolve-other='; getent ahostsv4 other.test | awk 'NR==1{print $1}' | grep . || echo FAIL
+` + connectScript(map[string]string{"allowed": allowed, "other": other})
+	got, stderr := w.netRun(t, e, log, []string{"OXSUPERVISE_RESOLVER_UPSTREAM=" + upstream},
+		"--net", "allowlist", "--allow-net", "allowed.test:8080", "--", "sh", "-c", script)
+	want := map[string]string{"resolve-allowed": hostA.String(), "resolve-other": "FAIL", "allowed": "OK", "other": "EPERM"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q; stderr:\n%s", k, got[k], v, stderr)
+		}
+	}
+	recs := readAudit(t, log)
+	ids := sessionIDs(recs)
+	if len(ids) != 1 {
+		t.Fatalf("want one session_start, got %v", ids)
+	}
+	var refusedOther bool
+	for _, r := range recs {
+		if r.Ox.Kind != audit.KindDenial || r.Ox.Layer != audit.LayerResolver || r.Ox.Session != ids[0] {
+			continue
+		}
+		if r.DNS == nil || r.Event.Action != "dns" || r.Ox.Class != audit.ClassDNS {
+			t.Errorf("resolver record incomplete: %+v", r)
+			continue
+		}
+		if r.DNS.Question.Name == "allowed.test" {
+			t.Errorf("the allowed name was refused: %+v", r)
+		}
+		if r.DNS.Question.Name == "other.test" && r.DNS.ResponseCode == "REFUSED" {
+			refusedOther = true
+		}
+	}
+	if !refusedOther {
+		t.Error("no resolver record refusing other.test")
+	}
+	if _, ok := netDenials(recs, ids[0])[other]; !ok {
+		t.Errorf("no cgroup denial for %s", other)
+	}
+}
+
+// TestNetLayerAttach: attach confines a running process's network; the
+// supervisor holds the rules until the process exits, then ends the
+// session.
+func TestNetLayerAttach(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	target := netip.AddrPortFrom(hostA, 8080).String()
+	w.listen(t, target)
+	log := filepath.Join(e.base, "audit.jsonl")
+
+	// The victim connects once before and once after it is attached.
+	stdinR, stdinW := io.Pipe()
+	var victimOut safeBuffer
+	victim := exec.Command("sh", "-c", `printf 'before='; "$FSOP" connect `+target+`; read x; printf 'after='; "$FSOP" connect `+target)
+	victim.Env = append(os.Environ(), "FSOP="+fsop)
+	victim.Stdin, victim.Stdout = stdinR, &victimOut
+	var err error
+	w.do(func() { err = victim.Start() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Process.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(victimOut.String(), "before=") || !strings.Contains(victimOut.String(), "\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("victim did not connect before attach: %q", victimOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	var out, stderr safeBuffer
+	sup := w.start(t, e, nil, nil, &out, &stderr, "attach", "--pid", fmt.Sprint(victim.Process.Pid),
+		"--net", "none", "--audit-log", log)
+	supDone := make(chan error, 1)
+	go func() { supDone <- sup.Wait() }()
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == ""; {
+		if s := strings.TrimSpace(out.String()); s != "" {
+			id = s
+			break
+		}
+		select {
+		case err := <-supDone:
+			t.Fatalf("attach exited early: %v\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			sup.Process.Kill()
+			t.Fatalf("attach printed no session id:\n%s", stderr.String())
+		}
+	}
+	fmt.Fprintln(stdinW, "go")
+	if err := victim.Wait(); err != nil {
+		t.Fatalf("victim: %v", err)
+	}
+	select {
+	case err := <-supDone:
+		if err != nil {
+			t.Errorf("attach: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		sup.Process.Kill()
+		t.Fatalf("attach did not end with its session:\n%s", stderr.String())
+	}
+	got := keyValues(victimOut.String())
+	if got["before"] != "OK" || got["after"] != "EPERM" {
+		t.Errorf("victim: before attach %q (want OK), after %q (want EPERM)", got["before"], got["after"])
+	}
+	if _, err := os.Stat(filepath.Join(cgroup2Mount(t), "oxsupervise", id)); !os.IsNotExist(err) {
+		t.Errorf("session group %s still exists after its process exited (%v)", id, err)
+	}
+	r, ok := netDenials(readAudit(t, log), id)[target]
+	if !ok {
+		t.Fatalf("no denial record for %s of attached session %s", target, id)
+	}
+	if r.Process == nil || r.Process.PID == 0 {
+		t.Errorf("denial without the acting process: %+v", r)
+	}
+}
+
+// TestNetLayerConcurrentSessions: two runs with different allowlists at
+// the same time; each supervisor's programs judge only their own session
+// and allow unknown ones, so each session gets exactly its own policy.
+func TestNetLayerConcurrentSessions(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	a := netip.AddrPortFrom(hostA, 8080).String()
+	b := netip.AddrPortFrom(hostB, 8080).String()
+	w.listen(t, a)
+	w.listen(t, b)
+	// Both sessions exist while either connects: each waits for the
+	// other's marker first.
+	script := func(me, other string) string {
+		return fmt.Sprintf(`touch %q; i=0; while [ ! -e %q ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+`, filepath.Join(e.base, me), filepath.Join(e.base, other)) + connectScript(map[string]string{"a": a, "b": b}) + "sleep 0.3\n"
+	}
+	type result struct {
+		got    map[string]string
+		stderr string
+	}
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	var ran atomic.Int32
+	for i, allow := range []string{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, stderr := w.netRun(t, e, filepath.Join(e.base, fmt.Sprintf("audit%d.jsonl", i)), nil,
+				"--net", "allowlist", "--allow-net", allow, "--", "sh", "-c",
+				script(fmt.Sprintf("ready%d", i), fmt.Sprintf("ready%d", 1-i)))
+			results[i] = result{got, stderr}
+			ran.Add(1)
+		}()
+	}
+	wg.Wait()
+	if ran.Load() != 2 {
+		t.FailNow()
+	}
+	want := []map[string]string{{"a": "OK", "b": "EPERM"}, {"a": "EPERM", "b": "OK"}}
+	for i := range want {
+		for k, v := range want[i] {
+			if results[i].got[k] != v {
+				t.Errorf("session %d (allow %v) connect %s: got %q, want %s; stderr:\n%s",
+					i, []string{a, b}[i], k, results[i].got[k], v, results[i].stderr)
+			}
+		}
+	}
+}
+
+// safeBuffer is a bytes.Buffer written by a process and read by the test.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
