@@ -42,14 +42,26 @@ func TestMeasureOpenOverhead(t *testing.T) {
 	file := filepath.Join(ws, "a/b/c/d/e/f/g/file")
 	writeFile(t, file, "x")
 	session, bystander := testutil.NewCgroup(t), testutil.NewCgroup(t)
+	t.Logf("DEBUG session cgroup %d bystander %d", session.ID, bystander.ID)
 	if err := g.AddSession(session.ID, workspacePolicy(t, ws, nil, nil)); err != nil {
 		t.Fatalf("AddSession: %v", err)
 	}
 	t.Cleanup(func() { g.RemoveSession(session.ID) })
-	const n = 5000
-	outside := openCost(t, &bystander, file, n, filepath.Join(ws, "outside.ns"))
-	inside := openCost(t, &session, file, n, filepath.Join(ws, "inside.ns"))
-	t.Logf("open+close, 8 levels below the workspace, %d calls: outside a session %d ns/op, inside %d ns/op (%+.0f%%)",
+	// Alternate and keep the best of three: a shared, emulated machine is
+	// noisy, and the first run warms the caches for both.
+	const n = 2000
+	var outside, inside int64
+	for round := 0; round < 3; round++ {
+		o := openCost(t, &bystander, file, n, filepath.Join(ws, "outside.ns"))
+		i := openCost(t, &session, file, n, filepath.Join(ws, "inside.ns"))
+		if round == 0 || o < outside {
+			outside = o
+		}
+		if round == 0 || i < inside {
+			inside = i
+		}
+	}
+	t.Logf("open+close, 8 levels below the workspace, best of 3x%d calls: outside a session %d ns/op, inside %d ns/op (%+.0f%%)",
 		n, outside, inside, 100*float64(inside-outside)/float64(outside))
 }
 

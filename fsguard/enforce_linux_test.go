@@ -3,6 +3,7 @@
 package fsguard_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,24 +25,15 @@ type events struct {
 	ch chan fsguard.Event
 }
 
+// collectEvents returns the shared guard's event stream. Events of
+// earlier tests may still be queued; waitFor skips what it does not want.
 func collectEvents(t *testing.T, g *fsguard.Guard) *events {
-	e := &events{ch: make(chan fsguard.Event, 4096)}
-	go func() {
-		for {
-			ev, err := g.ReadEvent()
-			if err != nil {
-				close(e.ch)
-				return
-			}
-			e.ch <- ev
-		}
-	}()
-	return e
+	return &events{ch: shared.events}
 }
 
 // waitFor returns the first event for path and op, failing after a
 // timeout; events for other entries are skipped.
-func (e *events) waitFor(t *testing.T, op fsguard.Op, path string) fsguard.Event {
+func (e *events) waitFor(t *testing.T, cgroupID uint64, op fsguard.Op, path string) fsguard.Event {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	var seen []string
@@ -51,10 +43,10 @@ func (e *events) waitFor(t *testing.T, op fsguard.Op, path string) fsguard.Event
 			if !ok {
 				t.Fatalf("event stream closed while waiting for %s %s", op, path)
 			}
-			if ev.Op == op && ev.Path == path {
+			if ev.CgroupID == cgroupID && ev.Op == op && ev.Path == path {
 				return ev
 			}
-			seen = append(seen, ev.Op.String()+" "+ev.Path)
+			seen = append(seen, fmt.Sprintf("cgroup %d: %s %s", ev.CgroupID, ev.Op, ev.Path))
 		case <-deadline:
 			t.Fatalf("no %s event for %s; other events: %v", op, path, seen)
 		}
@@ -200,6 +192,7 @@ func TestEnforcement(t *testing.T) {
 	ev := collectEvents(t, g)
 	ws, out := realTempDir(t), realTempDir(t)
 	session := testutil.NewCgroup(t)
+	t.Logf("DEBUG session cgroup %d", session.ID)
 	bystander := testutil.NewCgroup(t)
 
 	// The world before the session: made by the test, which no rule binds.
@@ -328,7 +321,7 @@ func TestEnforcement(t *testing.T) {
 				tt.after(t)
 			}
 			if tt.deny != nil {
-				e := ev.waitFor(t, tt.deny.op, tt.deny.path)
+				e := ev.waitFor(t, session.ID, tt.deny.op, tt.deny.path)
 				if e.Kind != tt.deny.kind || e.CgroupID != session.ID || e.Errno != unix.EACCES || e.PID == 0 || e.Comm == "" || e.Rule == "" {
 					t.Fatalf("event %+v: want kind %v, cgroup %d, EACCES, a pid, comm and rule", e, tt.deny.kind, session.ID)
 				}
@@ -351,7 +344,7 @@ func TestEnforcement(t *testing.T) {
 		t.Errorf("EventsLost() = %d, %v; want 0", lost, err)
 	}
 	for _, e := range ev.drain() {
-		if e.CgroupID != session.ID {
+		if e.CgroupID == bystander.ID || e.PID == uint32(os.Getpid()) {
 			t.Errorf("event for a task outside the session: %+v", e)
 		}
 	}

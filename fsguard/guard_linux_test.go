@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -52,19 +53,46 @@ func requireBPFLSM(t testing.TB) {
 	l.Close()
 }
 
+// shared is the one Guard all tests use: loading runs the verifier over
+// every program, which takes seconds under qemu TCG. TestMain closes it.
+var shared struct {
+	once   sync.Once
+	guard  *fsguard.Guard
+	err    error
+	events chan fsguard.Event
+}
+
 func loadGuard(t testing.TB) *fsguard.Guard {
 	t.Helper()
 	requireBPFLSM(t)
-	g, err := fsguard.Load()
-	if err != nil {
-		t.Fatalf("fsguard.Load() = %v", err)
-	}
-	t.Cleanup(func() {
-		if err := g.Close(); err != nil {
-			t.Errorf("Close() = %v", err)
+	shared.once.Do(func() {
+		shared.guard, shared.err = fsguard.Load()
+		if shared.err != nil {
+			return
 		}
+		shared.events = make(chan fsguard.Event, 4096)
+		go func() {
+			defer close(shared.events)
+			for {
+				ev, err := shared.guard.ReadEvent()
+				if err != nil {
+					return
+				}
+				shared.events <- ev
+			}
+		}()
 	})
-	return g
+	if shared.err != nil {
+		t.Fatalf("fsguard.Load() = %v", shared.err)
+	}
+	return shared.guard
+}
+
+func closeSharedGuard() error {
+	if shared.guard == nil {
+		return nil
+	}
+	return shared.guard.Close()
 }
 
 func TestLoadAttachesEveryHook(t *testing.T) {

@@ -46,7 +46,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := closeSharedGuard(); err != nil {
+		fmt.Fprintln(os.Stderr, "close the shared guard:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // runOp performs one operation with raw syscalls (no retries, no fallbacks

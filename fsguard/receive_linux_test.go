@@ -24,6 +24,7 @@ func TestReceivedWritableFD(t *testing.T) {
 	ev := collectEvents(t, g)
 	ws, out := realTempDir(t), realTempDir(t)
 	session := testutil.NewCgroup(t)
+	t.Logf("DEBUG session cgroup %d", session.ID)
 	writeFile(t, filepath.Join(ws, "f"), "orig")
 	writeFile(t, filepath.Join(out, "f"), "orig")
 	if err := g.AddSession(session.ID, workspacePolicy(t, ws, nil, nil)); err != nil {
@@ -73,7 +74,7 @@ func TestReceivedWritableFD(t *testing.T) {
 			}
 			checkContent(t, tt.path, tt.data)
 			if tt.want != 0 {
-				e := ev.waitFor(t, fsguard.OpReceive, tt.path)
+				e := ev.waitFor(t, session.ID, fsguard.OpReceive, tt.path)
 				if e.Kind != fsguard.KindOutside || e.CgroupID != session.ID {
 					t.Fatalf("event %+v: want kind %v in cgroup %d", e, fsguard.KindOutside, session.ID)
 				}

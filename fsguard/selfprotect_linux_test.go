@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -37,6 +38,9 @@ func TestSelfProtection(t *testing.T) {
 		outside.Wait()
 	})
 	pid := strconv.Itoa(outside.Process.Pid)
+	for _, e := range ev.drain() {
+		t.Logf("DEBUG leftover event %+v", e)
+	}
 	term := strconv.Itoa(int(unix.SIGTERM))
 
 	writable, hooks, mounted := filepath.Join(ws, "w"), filepath.Join(ws, ".git/hooks"), filepath.Join(ws, "mounted")
@@ -88,7 +92,7 @@ func TestSelfProtection(t *testing.T) {
 				}
 			}
 			if tt.event != 0 {
-				e := ev.waitFor(t, tt.event, "")
+				e := ev.waitFor(t, session.ID, tt.event, "")
 				if e.Kind != fsguard.KindSelf || e.CgroupID != session.ID || e.Errno != unix.EPERM || int(e.TargetPID) != tt.target {
 					t.Fatalf("event %+v: want kind %v, cgroup %d, EPERM, target %d", e, fsguard.KindSelf, session.ID, tt.target)
 				}
@@ -101,5 +105,57 @@ func TestSelfProtection(t *testing.T) {
 				t.Fatalf("%s %v outside any session: errno %v, want success", tt.op, tt.args, got)
 			}
 		})
+	}
+}
+
+// unshare -Urm: in a new user and mount namespace the session holds
+// CAP_SYS_ADMIN over its own mounts; a bind mount there is still refused,
+// and the inode ancestry of a protected entry does not change anyway.
+func TestUserNamespaceMountRefused(t *testing.T) {
+	g := loadGuard(t)
+	ev := collectEvents(t, g)
+	ws := realTempDir(t)
+	session, bystander := testutil.NewCgroup(t), testutil.NewCgroup(t)
+	writable, hooks := filepath.Join(ws, "w"), filepath.Join(ws, ".git/hooks")
+	mkdirAll(t, writable)
+	mkdirAll(t, hooks)
+	if err := g.AddSession(session.ID, workspacePolicy(t, ws, nil, nil)); err != nil {
+		t.Fatalf("AddSession: %v", err)
+	}
+	t.Cleanup(func() { g.RemoveSession(session.ID) })
+
+	run := func(cg *testutil.Cgroup) syscall.Errno {
+		t.Helper()
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"=bind-mount\x1f"+writable+"\x1f"+hooks)
+		cmd.Stderr = os.Stderr
+		fd := openCgroup(t, cg)
+		defer unix.Close(fd)
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			UseCgroupFD: true, CgroupFD: fd,
+			Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helper in a new user+mount namespace: %v", err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("helper printed %q", out)
+		}
+		return syscall.Errno(n)
+	}
+	// Independent check that the namespace grants the mount at all.
+	if got := run(&bystander); got != 0 {
+		testutil.SkipUnlessVM(t, "bind mount in a new user+mount namespace fails outside any session: %v", got)
+	}
+	if got := run(&session); got != unix.EPERM {
+		t.Fatalf("bind mount in a new user+mount namespace inside the session: errno %v, want EPERM", got)
+	}
+	e := ev.waitFor(t, session.ID, fsguard.OpMount, "")
+	if e.Kind != fsguard.KindSelf || e.CgroupID != session.ID {
+		t.Fatalf("event %+v: want kind %v in cgroup %d", e, fsguard.KindSelf, session.ID)
 	}
 }

@@ -54,7 +54,7 @@ func TestTwoSessionsAreConfinedToTheirOwnWorkspace(t *testing.T) {
 			want := tt.name
 			if tt.want != 0 {
 				want = before
-				e := ev.waitFor(t, fsguard.OpOpenWrite, tt.path)
+				e := ev.waitFor(t, tt.cg.ID, fsguard.OpOpenWrite, tt.path)
 				if e.CgroupID != tt.cg.ID || e.Kind != fsguard.KindOutside {
 					t.Fatalf("event %+v: want cgroup %d, kind %v", e, tt.cg.ID, fsguard.KindOutside)
 				}
@@ -113,7 +113,7 @@ func TestBindMountAliasKeepsProtection(t *testing.T) {
 		t.Fatalf("write hook through bind mount alias: errno %v, want EACCES", got)
 	}
 	checkContent(t, filepath.Join(ws, ".git/hooks/pre-commit"), "orig")
-	e := ev.waitFor(t, fsguard.OpOpenWrite, filepath.Join(ws, ".git/hooks/pre-commit"))
+	e := ev.waitFor(t, cg.ID, fsguard.OpOpenWrite, filepath.Join(ws, ".git/hooks/pre-commit"))
 	if e.Kind != fsguard.KindPattern || !strings.Contains(e.Rule, ".git/hooks") {
 		t.Fatalf("event %+v: want the .git/hooks pattern", e)
 	}

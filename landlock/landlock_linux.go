@@ -289,10 +289,13 @@ type pathBeneathAttr struct {
 	parentFd      int32
 }
 
-// Prepare creates the kernel ruleset and adds every rule. Paths are opened
-// with O_PATH|O_NOFOLLOW: a rule never follows a symlink. A path that
-// vanished since Plan is skipped (nothing is granted for it); any other
-// failure is an error. The caller owns the result and must Close it.
+// Prepare creates the kernel ruleset and adds every rule. A rule never
+// follows a symlink: one whose last component is a symlink is skipped,
+// one with a symlink earlier in its path is an error (Plan only produces
+// resolved paths, so a symlink there was swapped in since, and following
+// it could grant write access to wherever it points). A path that vanished
+// since Plan is skipped (nothing is granted for it); any other failure is
+// an error. The caller owns the result and must Close it.
 func (r *Ruleset) Prepare() (*Prepared, error) {
 	if r.Empty() {
 		return nil, nil
@@ -325,9 +328,17 @@ func (p *Prepared) addRule(rule Rule) error {
 	if rule.Access == 0 {
 		return nil
 	}
-	fd, err := unix.Open(rule.Path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat2(unix.AT_FDCWD, rule.Path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	if errors.Is(err, unix.ENOENT) {
 		return nil
+	}
+	// With O_PATH|O_NOFOLLOW a symlink as the last component opens as
+	// itself (skipped below): ELOOP means one earlier in the path.
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("landlock: %s: a path component is a symlink; refusing to follow it", rule.Path)
 	}
 	if err != nil {
 		return fmt.Errorf("landlock: open %s: %w", rule.Path, err)

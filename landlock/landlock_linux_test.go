@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -264,5 +265,54 @@ func TestABIMatchesProbe(t *testing.T) {
 	}
 	if err != nil || got != int(v) {
 		t.Fatalf("ABI() = %d, %v; kernel says %d", got, err, v)
+	}
+}
+
+// TestPrepareRefusesSymlinkedPath proves a rule is never granted through a
+// symlink swapped into its path after Plan: following it would grant the
+// rule's rights (write, for a writable root) wherever the link points.
+func TestPrepareRefusesSymlinkedPath(t *testing.T) {
+	abi, err := ABI()
+	if err != nil {
+		t.Skipf("Landlock unusable here (%v): Prepare cannot create a ruleset", err)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere")
+	ws := filepath.Join(dir, "ws")
+	for _, d := range []string{filepath.Join(target, "sub"), filepath.Join(ws, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere", "sub"), filepath.Join(ws, "last")); err != nil {
+		t.Fatal(err)
+	}
+	// The planned path had a real directory "ws"; now "ws" is a link.
+	if err := os.Rename(ws, ws+".orig"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, wantErr string
+	}{
+		{"symlink-in-path", filepath.Join(ws, "sub"), "symlink"},
+		{"symlink-last-component-skipped", filepath.Join(ws+".orig", "last"), ""},
+		{"real-directory", filepath.Join(ws+".orig", "sub"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &Ruleset{ABI: abi, HandledFS: handledFS(abi), Rules: []Rule{{Path: tc.path, Access: handledFS(abi)}}}
+			p, err := rs.Prepare()
+			if p != nil {
+				defer p.Close()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Prepare: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Prepare: %v, want an error mentioning %q", err, tc.wantErr)
+			}
+		})
 	}
 }

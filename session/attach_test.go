@@ -100,6 +100,16 @@ func cgroupOf(pid int) string {
 	return ""
 }
 
+// cgroupOnly writes a policy that needs no network rules (full network,
+// every loopback service), so attach needs no layer that lives in its
+// process and returns at once; these tests are about moving processes.
+func (e *env) cgroupOnly(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(e.base, "cgroup-only.toml")
+	mustWrite(t, p, "[network]\npolicy = \"full\"\nloopback = \"all\"\n")
+	return p
+}
+
 func TestAttachMovesWholeTree(t *testing.T) {
 	requireRoot(t)
 	cg2 := cgroup2Mount(t)
@@ -107,8 +117,7 @@ func TestAttachMovesWholeTree(t *testing.T) {
 	tree := startTree(t)
 	root := tree.Process.Pid
 
-	// No network layer exists for attach here: only --net full can attach.
-	r := e.run(t, nil, "attach", "--net", "full", "--pid", strconv.Itoa(root))
+	r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--pid", strconv.Itoa(root))
 	if r.code != 0 {
 		t.Fatalf("attach: exit %d\n%s", r.code, r.stderr)
 	}
@@ -226,7 +235,7 @@ func TestAttachRefuses(t *testing.T) {
 		{"not-a-number", "abc", "invalid argument", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.run(t, nil, "attach", "--net", "full", "--pid", tc.pid)
+			r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--pid", tc.pid)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q (want %q)", r.code, tc.code, r.stderr, tc.want)
 			}
@@ -234,9 +243,10 @@ func TestAttachRefuses(t *testing.T) {
 	}
 	t.Run("network-none-unenforceable", func(t *testing.T) {
 		// The default policy says network none; attach cannot enforce it
-		// without the cgroup network layer, so it must refuse, not
-		// confine the process into a cgroup and call that a session.
-		r := e.run(t, nil, "attach", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
+		// without the cgroup network layer (forced unavailable), so it
+		// must refuse, not confine the process into a cgroup and call
+		// that a session.
+		r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=network"}, "attach", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
 		if r.code != 125 || !strings.Contains(r.stderr, "layer network") {
 			t.Errorf("exit %d (want 125), stderr %q (want it to name layer network)", r.code, r.stderr)
 		}
@@ -245,7 +255,7 @@ func TestAttachRefuses(t *testing.T) {
 		}
 	})
 	t.Run("other-user-allowed", func(t *testing.T) {
-		r := e.run(t, nil, "attach", "--net", "full", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
+		r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}

@@ -11,4 +11,11 @@
 // (rather than doing the setup in the supervisor) means the supervisor never
 // runs confined, and nothing of the command ever runs unconfined: the
 // launcher execs the command only after every layer is in place.
+//
+// A supervisor killed with SIGKILL cannot clean up. The command itself dies
+// with it (parent-death signal, re-armed after the launcher changes user),
+// but processes it forked stay in the session: still confined (cgroup,
+// Landlock, mount and network namespaces), not killed. List shows such a
+// session as "orphaned"; Stop, or a daemon's start (which stops run
+// sessions whose supervisor is gone), ends it.
 package session

@@ -16,6 +16,11 @@ const (
 	LayerLandlock = "landlock"
 	LayerBPFLSM   = "bpf-lsm"
 	LayerNetwork  = "network"
+	// LayerNetNS is the empty network namespace that enforces network
+	// "none" in run when no cgroup network layer is given.
+	LayerNetNS = "network-namespace"
+	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
+	LayerSeccomp = "seccomp"
 )
 
 // ForceUnavailableEnv names the environment variable that marks layers as

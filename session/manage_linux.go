@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/openoxide/oxsupervise/cgroup"
 )
 
@@ -20,8 +22,10 @@ type Status struct {
 	// Procs are the pids in the session group now.
 	Procs []int `json:"procs"`
 	// State is "running", "empty" (group exists, no process),
-	// "no-registry" (a group nobody recorded, e.g. after a crash) or
-	// "stale" (a record whose group is gone).
+	// "orphaned" (a run session whose supervisor is gone, e.g. SIGKILLed:
+	// what is left stays confined but is killed only by `stop` or a
+	// daemon's start), "no-registry" (a group nobody recorded, e.g. after a
+	// crash) or "stale" (a record whose group is gone).
 	State string `json:"state"`
 }
 
@@ -54,9 +58,13 @@ func List(cfg cgroup.Config, reg Registry) ([]Status, error) {
 		}
 		st.Cgroup, st.CgroupID = g.Path, g.CgroupID
 		st.Procs, _ = g.Procs()
-		st.State = "running"
-		if len(st.Procs) == 0 {
+		switch {
+		case e.Kind == KindRun && !processExists(e.SupervisorPID):
+			st.State = "orphaned"
+		case len(st.Procs) == 0:
 			st.State = "empty"
+		default:
+			st.State = "running"
 		}
 		out = append(out, st)
 	}
@@ -74,6 +82,16 @@ func List(cfg cgroup.Config, reg Registry) ([]Status, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
 	return out, regErr
+}
+
+// processExists reports whether pid names a process (a reused pid
+// counts: the answer errs towards "running").
+func processExists(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // Stop kills every process of session id and removes its group and

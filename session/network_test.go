@@ -4,6 +4,7 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,11 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestRunNetwork proves that `run` without a cgroup network layer enforces
-// network "none" (the default) with a private network namespace, keeps the
-// session's own loopback working, and refuses an allowlist it cannot
-// enforce instead of running with full network.
+// TestRunNetwork proves that `run` without a cgroup network layer (forced
+// unavailable here; the layer itself is tested in netlayer_linux_test.go)
+// enforces network "none" (the default) with a private network namespace,
+// keeps the session's own loopback working, and refuses an allowlist it
+// cannot enforce instead of running with full network.
 func TestRunNetwork(t *testing.T) {
+	noCgroupNet := []string{"OXSUPERVISE_FORCE_UNAVAILABLE=network"}
 	requireRoot(t)
 	landlockABI(t)
 	e := newEnv(t)
@@ -60,7 +63,7 @@ func TestRunNetwork(t *testing.T) {
 			before := accepted.Load()
 			args := append(append([]string{"run"}, tc.flags...), "--", "sh", "-c",
 				fmt.Sprintf(`printf 'host='; "$FSOP" connect %s; printf 'loopback='; "$FSOP" loopback`, hostAddr))
-			r := e.run(t, nil, args...)
+			r := e.run(t, noCgroupNet, args...)
 			if r.code != 0 {
 				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 			}
@@ -84,9 +87,16 @@ func TestRunNetwork(t *testing.T) {
 		})
 	}
 
+	t.Run("netns-unavailable", func(t *testing.T) {
+		marker := filepath.Join(e.ws, "marker-netns")
+		r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=network,network-namespace"}, "run", "--", "touch", marker)
+		if r.code != 125 || exists(marker) || !strings.Contains(r.stderr, "layer network-namespace") {
+			t.Errorf("exit %d (want 125), marker %v; stderr:\n%s", r.code, exists(marker), r.stderr)
+		}
+	})
 	t.Run("allowlist-refused", func(t *testing.T) {
 		marker := filepath.Join(e.ws, "marker-allowlist")
-		r := e.run(t, nil, "run", "--net", "allowlist", "--allow-net", "127.0.0.1", "--", "touch", marker)
+		r := e.run(t, noCgroupNet, "run", "--net", "allowlist", "--allow-net", "127.0.0.1", "--", "touch", marker)
 		if r.code != 125 {
 			t.Errorf("exit %d, want 125; stderr:\n%s", r.code, r.stderr)
 		}
@@ -135,6 +145,27 @@ func TestRunSupervisorKilled(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			cmd.Process.Signal(unix.SIGKILL)
 			cmd.Wait()
+			// `sessions` tells what is left apart from live sessions.
+			var id string
+			for _, line := range strings.Split(string(cg), "\n") {
+				if i := strings.Index(line, "/oxsupervise/"); i >= 0 && strings.HasPrefix(line, "0::") {
+					id = filepath.Base(line[i:])
+				}
+			}
+			r := e.run(t, nil, "sessions", "--json")
+			var list []struct{ ID, State string }
+			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+				t.Fatalf("sessions --json: %v\n%s", err, r.stdout)
+			}
+			state := ""
+			for _, st := range list {
+				if st.ID == id {
+					state = st.State
+				}
+			}
+			if state != "orphaned" {
+				t.Errorf("sessions lists %s as %q, want orphaned:\n%s", id, state, r.stdout)
+			}
 			deadline := time.Now().Add(3 * time.Second)
 			for alive(pid) && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)

@@ -146,10 +146,6 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 	return p, nil
 }
 
-// LayerNetNS is the name under which a session's private network namespace
-// appears in Plan.Layers and registry entries.
-const LayerNetNS = "network-namespace"
-
 // decideNetwork picks how c.Network is enforced. A SessionLayer named
 // LayerNetwork (cgroup BPF) owns it when present; otherwise only "none" can
 // be honoured, with an empty network namespace, and an allowlist cannot be
@@ -159,13 +155,13 @@ func decideNetwork(p *Plan, c *policy.Compiled, unavailable map[string]bool, ext
 	if hasLayer(external, LayerNetwork) || c.Network.Policy == policy.NetFull {
 		return nil
 	}
-	if unavailable[LayerNetwork] {
-		return &BoundaryError{LayerNetwork, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
 	// The zero value is treated as the default, none: a hand-built
 	// Compiled must not get full network by omission.
 	if c.Network.Policy != policy.NetNone && c.Network.Policy != "" {
 		return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer, which this supervisor does not provide; use --net none or --net full", c.Network.Policy)}
+	}
+	if unavailable[LayerNetNS] {
+		return &BoundaryError{LayerNetNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
 	}
 	p.NetNS = true
 	p.LoopbackUp = c.Network.Loopback != policy.LoopbackNone

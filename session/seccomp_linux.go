@@ -11,9 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LayerSeccomp names the launcher's syscall filter in errors.
-const LayerSeccomp = "seccomp"
-
 // syscallID is one (audit arch, syscall number) through which ioctl(2) is
 // reachable: a 64-bit kernel also serves the 32-bit (and x32) ABIs, and a
 // filter that only knows the native number is bypassed by them.

@@ -20,10 +20,12 @@ import (
 // openPTY returns a pty's master and slave.
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	// Non-blocking, so that os.File polls it and read deadlines work.
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Skipf("no pty available (%v): cannot give the session a controlling terminal", err)
 	}
+	m := os.NewFile(uintptr(fd), "/dev/ptmx")
 	t.Cleanup(func() { m.Close() })
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatalf("unlockpt: %v", err)

@@ -178,6 +178,8 @@ func (e *env) run(t *testing.T, extraEnv []string, args ...string) result {
 		args = append([]string{"run", "--audit-log", filepath.Join(e.base, "audit.jsonl")}, args[1:]...)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// A descendant holding stdout must not turn a timeout into a hang.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = e.ws
 	cmd.Env = append(os.Environ(), "HOME="+e.home, "FSOP="+fsop, "GIT_CONFIG_NOSYSTEM=1")
 	cmd.Env = append(cmd.Env, extraEnv...)

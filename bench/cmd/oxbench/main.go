@@ -46,6 +46,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		os.Exit(runWorker(os.Args[2:]))
 	}
+	if len(os.Args) == 3 && os.Args[1] == "replot" {
+		if err := replot(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "oxbench replot:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(runMain(os.Args[1:]))
 }
 
@@ -58,7 +65,7 @@ func runMain(args []string) int {
 	keep := fs.Bool("keep", false, "keep the scratch directory")
 	repo := fs.String("repo", ".", "repository root, for the vm suite's `go run ./internal/vmtest/cmd/vmtest`")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: oxbench --oxsupervise BIN [--out DIR] [--quick] [SUITE...]\nsuites: %s (default: all)\n", strings.Join(suiteNames(), " "))
+		fmt.Fprintf(os.Stderr, "usage: oxbench --oxsupervise BIN [--out DIR] [--quick] [SUITE...]\n       oxbench replot DIR   (redraw the PNGs from the JSON samples)\nsuites: %s (default: all)\n", strings.Join(suiteNames(), " "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -32,11 +32,8 @@ type figure struct {
 	metrics   []string
 	variants  []variant
 	rounds    int
-	// setup runs before every trial and is not timed (fresh directories).
-	notes    []string
-	logScale bool
-	// higherIsBetter flips nothing in the maths; it only words the axis.
-	unit string // "ns" (shown as durations) or a plain unit
+	notes     []string
+	unit      string // "ns" (shown as durations) or a plain unit
 }
 
 // report is a finished figure: raw samples plus, for figures that are not
@@ -55,7 +52,6 @@ type report struct {
 	Headers []string                        `json:"headers,omitempty"`
 	Rows    [][]string                      `json:"rows,omitempty"`
 	Took    string                          `json:"took"`
-	logs    bool
 }
 
 // measure runs the rounds interleaved: round r starts at variant r mod n,
@@ -64,7 +60,7 @@ func (f *figure) measure(ctx context.Context) (*report, error) {
 	start := time.Now()
 	r := &report{ID: f.id, Title: f.title, Command: f.command, Unit: f.unit, Rounds: f.rounds,
 		Metrics: f.metrics, Samples: map[string]map[string][]float64{}, Failed: map[string]string{},
-		Notes: f.notes, logs: f.logScale}
+		Notes: f.notes}
 	for _, v := range f.variants {
 		r.Names = append(r.Names, v.name)
 	}
@@ -222,12 +218,20 @@ func (r *report) chart() chart.Chart {
 		Title:     r.Title,
 		XLabel:    "time relative to baseline (x, median; whisker: 95% bootstrap CI)",
 		Reference: 1,
-		Log:       r.logs,
 		Footer:    []string{"reproduce: " + r.Command, "host: " + hostLine()},
 	}
 	if r.Unit != "ns" {
 		c.XLabel = fmt.Sprintf("%s relative to baseline (x, median; whisker: 95%% bootstrap CI)", r.Unit)
 	}
+	// A log axis once ratios span more than a decade or so (session start
+	// against `true`), so the small ones stay readable.
+	lo, hi := 1.0, 1.0
+	for _, x := range r.rows() {
+		lo, hi = min(lo, x.ratio.Median), max(hi, x.ratio.Hi, x.ratio.Median)
+	}
+	c.Log = hi/lo > 20
+	// basicfont has ASCII only.
+	ascii := strings.NewReplacer("µ", "u", "×", "x", "–", "-")
 	for _, x := range r.rows() {
 		label := x.variant
 		if len(r.Metrics) > 1 {
@@ -239,6 +243,7 @@ func (r *report) chart() chart.Chart {
 			bar = chart.Bar{Label: label + " (baseline)", Value: 1, Lo: math.NaN(), Hi: math.NaN(), Baseline: true,
 				Note: "1x  (median " + r.format(x.median) + ")"}
 		}
+		bar.Label, bar.Note = ascii.Replace(bar.Label), ascii.Replace(bar.Note)
 		c.Bars = append(c.Bars, bar)
 	}
 	return c
@@ -299,4 +304,38 @@ func hostLine() string {
 		n = strings.Count(string(raw), "processor\t:")
 	}
 	return fmt.Sprintf("Linux %s, %d CPUs (%s)", rel, n, cpu)
+}
+
+// replot rewrites the PNG chart and Markdown table of every figure in dir
+// from its JSON raw samples, e.g. after a change to the renderer; nothing
+// is measured again.
+func replot(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r report
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if len(r.Metrics) == 0 || len(r.Rows) > 0 {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := chart.Render(&buf, r.chart()); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, r.ID+".png"), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, r.ID+".md"), []byte(r.markdown()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
