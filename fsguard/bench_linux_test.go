@@ -42,7 +42,6 @@ func TestMeasureOpenOverhead(t *testing.T) {
 	file := filepath.Join(ws, "a/b/c/d/e/f/g/file")
 	writeFile(t, file, "x")
 	session, bystander := testutil.NewCgroup(t), testutil.NewCgroup(t)
-	t.Logf("DEBUG session cgroup %d bystander %d", session.ID, bystander.ID)
 	if err := g.AddSession(session.ID, workspacePolicy(t, ws, nil, nil)); err != nil {
 		t.Fatalf("AddSession: %v", err)
 	}

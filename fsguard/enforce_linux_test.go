@@ -192,7 +192,6 @@ func TestEnforcement(t *testing.T) {
 	ev := collectEvents(t, g)
 	ws, out := realTempDir(t), realTempDir(t)
 	session := testutil.NewCgroup(t)
-	t.Logf("DEBUG session cgroup %d", session.ID)
 	bystander := testutil.NewCgroup(t)
 
 	// The world before the session: made by the test, which no rule binds.

@@ -24,7 +24,6 @@ func TestReceivedWritableFD(t *testing.T) {
 	ev := collectEvents(t, g)
 	ws, out := realTempDir(t), realTempDir(t)
 	session := testutil.NewCgroup(t)
-	t.Logf("DEBUG session cgroup %d", session.ID)
 	writeFile(t, filepath.Join(ws, "f"), "orig")
 	writeFile(t, filepath.Join(out, "f"), "orig")
 	if err := g.AddSession(session.ID, workspacePolicy(t, ws, nil, nil)); err != nil {

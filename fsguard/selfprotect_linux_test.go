@@ -38,9 +38,6 @@ func TestSelfProtection(t *testing.T) {
 		outside.Wait()
 	})
 	pid := strconv.Itoa(outside.Process.Pid)
-	for _, e := range ev.drain() {
-		t.Logf("DEBUG leftover event %+v", e)
-	}
 	term := strconv.Itoa(int(unix.SIGTERM))
 
 	writable, hooks, mounted := filepath.Join(ws, "w"), filepath.Join(ws, ".git/hooks"), filepath.Join(ws, "mounted")

@@ -478,6 +478,7 @@ func TestNetLayerAttach(t *testing.T) {
 		}
 	}
 	fmt.Fprintln(stdinW, "go")
+	stdinW.Close()
 	if err := victim.Wait(); err != nil {
 		t.Fatalf("victim: %v", err)
 	}
@@ -521,7 +522,7 @@ func TestNetLayerConcurrentSessions(t *testing.T) {
 	// other's marker first.
 	script := func(me, other string) string {
 		return fmt.Sprintf(`touch %q; i=0; while [ ! -e %q ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
-`, filepath.Join(e.base, me), filepath.Join(e.base, other)) + connectScript(map[string]string{"a": a, "b": b}) + "sleep 0.3\n"
+`, filepath.Join(e.ws, me), filepath.Join(e.ws, other)) + connectScript(map[string]string{"a": a, "b": b}) + "sleep 0.3\n"
 	}
 	type result struct {
 		got    map[string]string
@@ -544,6 +545,11 @@ func TestNetLayerConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	if ran.Load() != 2 {
 		t.FailNow()
+	}
+	for _, m := range []string{"ready0", "ready1"} {
+		if !exists(filepath.Join(e.ws, m)) {
+			t.Fatalf("session marker %s missing: the sessions did not overlap", m)
+		}
 	}
 	want := []map[string]string{{"a": "OK", "b": "EPERM"}, {"a": "EPERM", "b": "OK"}}
 	for i := range want {
@@ -572,4 +578,45 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestNetLayerUnbuildable: when the cgroup network layer cannot be built
+// (here: an unusable resolver upstream), an allowlist run fails closed
+// with 125 naming the layer and runs nothing, while network none falls
+// back to an empty network namespace and says so.
+func TestNetLayerUnbuildable(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	target := netip.AddrPortFrom(hostA, 8080).String()
+	w.listen(t, target)
+	bad := []string{"OXSUPERVISE_RESOLVER_UPSTREAM=not-a-host-port"}
+	log := filepath.Join(e.base, "audit.jsonl")
+
+	marker := filepath.Join(e.ws, "marker")
+	var stderr bytes.Buffer
+	cmd := w.start(t, e, bad, nil, io.Discard, &stderr, "run", "--audit-log", log,
+		"--net", "allowlist", "--allow-net", target, "--", "touch", marker)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 {
+		t.Errorf("allowlist without the network layer: %v, want exit 125; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "layer network") {
+		t.Errorf("the error does not name the network layer:\n%s", stderr.String())
+	}
+	if exists(marker) {
+		t.Error("the command ran although its allowlist could not be enforced")
+	}
+
+	got, errOut := w.netRun(t, e, log, bad, "--net", "none", "--", "sh", "-c", connectScript(map[string]string{"remote": target}))
+	if !strings.Contains(errOut, "empty network namespace instead") {
+		t.Errorf("no warning about the network namespace fallback:\n%s", errOut)
+	}
+	// In its own empty namespace the session has no route to the host.
+	if got["remote"] != "ENETUNREACH" {
+		t.Errorf("connect %s under the fallback: got %q, want ENETUNREACH", target, got["remote"])
+	}
+	if n := w.acceptedAt(target); n != 0 {
+		t.Errorf("listener at %s accepted %d connections", target, n)
+	}
 }

@@ -29,7 +29,7 @@ const (
 	marker      = "OXBENCH-FSVM "
 	childEnv    = "OXBENCH_FSVM_CHILD" // op \x1f args...: the test binary as worker or probe
 	rounds      = 7
-	opsPerTrial = 2000
+	opsPerTrial = 5000
 )
 
 func TestMain(m *testing.M) {

@@ -140,6 +140,29 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	return runCommand(ctx, s, runRequest{flags: pf, user: *userFlag, allowDegraded: *allowDegraded, argv: argv})
 }
 
+// prepareRun resolves the target user (user, "" meaning the sudo caller or
+// the current user), compiles the policy and reads the working directory,
+// the steps every OS's runCommand starts with. A nil policy means the
+// caller must return code; the reason has been printed.
+func prepareRun(s streams, r runRequest, user string) (t *target, c *policy.Compiled, wd string, code int) {
+	t, err := resolveTarget(user)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
+		return nil, nil, "", exitUsage
+	}
+	c, err = loadPolicy(s, r.flags, t)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
+		return nil, nil, "", exitUsage
+	}
+	wd, err = os.Getwd()
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
+		return nil, nil, "", exitFail
+	}
+	return t, c, wd, exitOK
+}
+
 // runRequest is what cmdRun parsed; runCommand (one per OS) builds the
 // boundary with the OS's backend and runs the command in it.
 type runRequest struct {

@@ -20,20 +20,9 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: on macOS run runs as the invoking user; drop sudo/--user; nothing ran")
 		return exitNoBoundary
 	}
-	t, err := resolveTarget("")
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitUsage
-	}
-	c, err := loadPolicy(s, r.flags, t)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
-		return exitUsage
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
-		return exitFail
+	t, c, wd, failed := prepareRun(s, r, "")
+	if c == nil {
+		return failed
 	}
 	id, err := session.NewID()
 	if err != nil {

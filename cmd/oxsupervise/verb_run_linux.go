@@ -27,20 +27,9 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo); nothing ran")
 		return exitNoBoundary
 	}
-	t, err := resolveTarget(r.user)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitUsage
-	}
-	c, err := loadPolicy(s, r.flags, t)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
-		return exitUsage
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
-		return exitFail
+	t, c, wd, failed := prepareRun(s, r, r.user)
+	if c == nil {
+		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	layers, err := buildLayers("run", c, cgroup.Config{}, unavailable, s.err)
