@@ -157,7 +157,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 		if !opts.Unavailable[LayerBPFLSM] {
 			lsmErr = loader.ProbeBPFLSM()
 			if lsmErr == nil {
-				lsmErr = errors.New("BPF-LSM filesystem enforcement is not built into this version yet")
+				lsmErr = errors.New("usable, but this supervisor did not load it")
 			}
 		}
 		fmt.Fprintf(warn, "oxsupervise attach: "+AttachMessageNoFS+"\n", lsmErr)

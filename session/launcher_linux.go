@@ -25,6 +25,10 @@ const LauncherVerb = "__launch"
 const (
 	specFD   = 3 // the LaunchSpec, JSON, until EOF
 	statusFD = 4 // close-on-exec: EOF means the command was executed
+	// gateFD, present when LaunchSpec.ExecGate is set, is a socket to the
+	// supervisor: the launcher sends gateMountsDone once its mount
+	// namespace is built and waits for gateGo before it goes on.
+	gateFD = 5
 )
 
 // LaunchSpec is everything the launcher needs; the supervisor computes it so
@@ -44,6 +48,10 @@ type LaunchSpec struct {
 	// LoopbackUp brings up lo in the launcher's private network namespace
 	// (only meaningful when the supervisor cloned one).
 	LoopbackUp bool `json:"loopback_up,omitempty"`
+	// ExecGate makes the launcher wait at the exec gate (gateFD) after
+	// building its mount namespace: the supervisor activates the layers
+	// that would refuse those mounts (BPF-LSM) only then.
+	ExecGate bool `json:"exec_gate,omitempty"`
 }
 
 // launchFailure is what the launcher reports on the status pipe.
@@ -119,6 +127,14 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 	if spec.LoopbackUp {
 		if err := loopbackUp(); err != nil {
 			return LayerNetNS, err
+		}
+	}
+	if spec.ExecGate {
+		// From here on the session's BPF-LSM rules apply to this process
+		// too: no more mounts. Everything after this only narrows what
+		// the launcher may do, and then it execs.
+		if err := awaitExecGate(); err != nil {
+			return LayerBPFLSM, err
 		}
 	}
 	prepared, err := spec.Landlock.Prepare()
@@ -247,6 +263,24 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("bring up loopback: set flags: %w", err)
+	}
+	return nil
+}
+
+// awaitExecGate tells the supervisor the mounts are done and waits until
+// it has activated the gated layers.
+func awaitExecGate() error {
+	if !fdOpen(gateFD) {
+		return errors.New("exec gate: descriptor missing")
+	}
+	gate := os.NewFile(gateFD, "exec-gate")
+	defer gate.Close()
+	if _, err := gate.Write([]byte{gateMountsDone}); err != nil {
+		return fmt.Errorf("exec gate: %w", err)
+	}
+	var msg [1]byte
+	if n, err := gate.Read(msg[:]); n != 1 || msg[0] != gateGo {
+		return fmt.Errorf("exec gate: the supervisor did not activate the session's layers (%v)", err)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ type netSession struct {
 
 // eventPoll bounds how long the event loop blocks before it checks the
 // lost counter and drain requests.
-const eventPoll = 200 * time.Millisecond
+const eventPoll = 50 * time.Millisecond
 
 // NewNetworkLayer attaches the network programs on cfg.Parent. An error
 // means cgroup BPF network enforcement is not available here.
@@ -143,12 +143,14 @@ func (l *NetworkLayer) Apply(ctx context.Context, s SessionInfo) (func(context.C
 		ns.close(l.warn)
 		return nil, err
 	}
-	return func(context.Context) error { return l.remove(s.CgroupID) }, nil
+	return func(context.Context) error { return l.Remove(s.CgroupID) }, nil
 }
 
-// remove ends one session: its remaining refusals are written, then its
-// rules are dropped. Call it once the session's group is empty.
-func (l *NetworkLayer) remove(cgroupID uint64) error {
+// Remove ends one session: its remaining refusals are written, then its
+// rules are dropped. Call it once the session's group is empty. Apply's
+// teardown does this for run; a long-lived owner (the daemon) calls it
+// when an attached session ends.
+func (l *NetworkLayer) Remove(cgroupID uint64) error {
 	l.drain()
 	err := l.enf.RemoveSession(cgroupID)
 	l.mu.Lock()
@@ -177,7 +179,7 @@ func (l *NetworkLayer) Close() error {
 	l.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
-		errs = append(errs, l.remove(id))
+		errs = append(errs, l.Remove(id))
 	}
 	l.mu.Lock()
 	l.closed = true

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // Addresses of the test's private network namespace (RFC 2544 benchmark
@@ -618,5 +619,92 @@ func TestNetLayerUnbuildable(t *testing.T) {
 	}
 	if n := w.acceptedAt(target); n != 0 {
 		t.Errorf("listener at %s accepted %d connections", target, n)
+	}
+}
+
+// TestNetLayerBurstAccounted: a burst of refused connects is accounted for
+// exactly: denial records plus flood control's suppressed counts plus
+// events_lost equal the refusals the command saw. Nothing is dropped
+// unseen.
+func TestNetLayerBurstAccounted(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	burst := filepath.Join(t.TempDir(), "netburst")
+	if out, err := exec.Command("go", "build", "-o", burst, "./testdata/netburst").CombinedOutput(); err != nil {
+		t.Fatalf("go build netburst: %v\n%s", err, out)
+	}
+	os.Chmod(filepath.Dir(burst), 0o755)
+	const n = 20000
+	log := filepath.Join(e.base, "audit.jsonl")
+	got, stderr := w.netRun(t, e, log, nil, "--net", "none", "--", burst, fmt.Sprint(n), netip.AddrPortFrom(hostA, 8080).String())
+	if got["eperm"] != fmt.Sprint(n) {
+		t.Fatalf("refused connects: got %q of %d (other: %q); stderr:\n%s", got["eperm"], n, got["other"], stderr)
+	}
+	recs := readAudit(t, log)
+	ids := sessionIDs(recs)
+	if len(ids) != 1 {
+		t.Fatalf("want one session_start, got %v", ids)
+	}
+	var denials, suppressed, lost uint64
+	for _, r := range recs {
+		switch {
+		case r.Ox.Kind == audit.KindDenial && r.Ox.Session == ids[0] && r.Ox.Layer == audit.LayerCgroup:
+			denials++
+		case r.Ox.Kind == audit.KindSuppressed && r.Ox.Session == ids[0]:
+			suppressed += r.Ox.Suppressed
+		case r.Ox.Kind == audit.KindEventsLost && r.Ox.Layer == audit.LayerCgroup:
+			lost += r.Ox.EventsLost
+		}
+	}
+	t.Logf("%d refusals: %d denial records, %d suppressed, %d events lost", n, denials, suppressed, lost)
+	if denials+suppressed+lost != n {
+		t.Errorf("denials %d + suppressed %d + lost %d = %d, want exactly %d", denials, suppressed, lost, denials+suppressed+lost, n)
+	}
+	if denials == 0 {
+		t.Error("no denial record at all")
+	}
+}
+
+// TestNetLayerRunFull: network full still applies the loopback setting
+// (default "session": the host's loopback services are refused, the
+// session's own work); full-access (loopback all) needs no network layer.
+func TestNetLayerRunFull(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	w := newNetWorld(t)
+	remote := netip.AddrPortFrom(hostA, 8080).String()
+	hostLoopback := "127.0.0.1:8081"
+	w.listen(t, remote)
+	w.listen(t, hostLoopback)
+	script := connectScript(map[string]string{"remote": remote, "hostlo": hostLoopback}) + `printf 'own='; "$FSOP" loopback` + "\n"
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  map[string]string
+		layer bool
+	}{
+		{"full", []string{"--net", "full"}, map[string]string{"remote": "OK", "hostlo": "EPERM", "own": "OK"}, true},
+		{"full-access", []string{"--sandbox", "full-access"}, map[string]string{"remote": "OK", "hostlo": "OK", "own": "OK"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(e.base, tc.name+".jsonl")
+			got, stderr := w.netRun(t, e, log, nil, append(tc.flags, "--", "sh", "-c", script)...)
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s: got %q, want %s; stderr:\n%s", k, got[k], v, stderr)
+				}
+			}
+			var start audit.Record
+			for _, r := range readAudit(t, log) {
+				if r.Ox.Kind == audit.KindSessionStart {
+					start = r
+				}
+			}
+			layers := strings.Split(strings.TrimPrefix(start.Ox.Rule, "layers: "), ",")
+			if has := contains(layers, session.LayerNetwork); has != tc.layer {
+				t.Errorf("session layers %q: network layer present = %v, want %v", start.Ox.Rule, has, tc.layer)
+			}
+		})
 	}
 }

@@ -71,11 +71,10 @@ type Plan struct {
 // Decide probes the machine and decides the layers for c. A layer the
 // policy needs that cannot be built is a *BoundaryError.
 //
-// BPF-LSM (DESIGN §3) will be the primary filesystem layer; while its
-// enforcement does not exist yet, Landlock is the filesystem layer, and the
-// probe only serves to explain a refusal. When it lands, it is added here
-// next to Landlock (which then stays as defence in depth): a bpf-lsm
-// SessionLayer in external already lets a session without Landlock start.
+// BPF-LSM (DESIGN §3) is the primary filesystem layer when external holds
+// a SessionLayer named LayerBPFLSM; Landlock and the mount namespace are
+// stacked on top as defence in depth, and are the filesystem layer on
+// their own when BPF-LSM is not usable.
 func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) (*Plan, error) {
 	p := &Plan{}
 	if unavailable[LayerCgroup] {
@@ -100,7 +99,7 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 			if !unavailable[LayerBPFLSM] {
 				lsmErr = loader.ProbeBPFLSM()
 				if lsmErr == nil {
-					lsmErr = errors.New("usable, but run cannot enforce filesystem rules with it yet")
+					lsmErr = errors.New("usable, but this supervisor did not load it")
 				}
 			}
 			return nil, &BoundaryError{LayerLandlock, fmt.Errorf("%v; no other filesystem layer either (bpf-lsm: %v)", llErr, lsmErr)}
@@ -110,13 +109,20 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 		}
 	} else {
 		rs, warnings, err := landlock.Plan(c, abi)
-		if err != nil {
+		switch {
+		case err != nil && !hasLayer(external, LayerBPFLSM):
 			return nil, &BoundaryError{LayerLandlock, err}
-		}
-		p.Warnings = append(p.Warnings, warnings...)
-		if !rs.Empty() {
-			p.Landlock = rs
-			p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, abi))
+		case err != nil:
+			// BPF-LSM enforces the whole policy; Landlock on top is
+			// defence in depth, and an ABI too old to honour all of the
+			// policy (truncate before ABI 3) must not block it.
+			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: %v", err))
+		default:
+			p.Warnings = append(p.Warnings, warnings...)
+			if !rs.Empty() {
+				p.Landlock = rs
+				p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, abi))
+			}
 		}
 	}
 
@@ -127,7 +133,7 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 
-	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 {
+	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !hasLayer(external, LayerBPFLSM) {
 		// Landlock and bind mounts only protect inodes that exist now, and
 		// oxsupervise never creates placeholders on the host: a protected
 		// name created during the session (git init, a first .claude/) is
@@ -244,10 +250,23 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, &BoundaryError{LayerCgroup, err}
 	}
-	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy})
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy}
+	early, gated := splitExecGated(opts.Layers)
+	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
+	}
+	// Gated layers are applied at the launcher's exec gate, after its
+	// mounts and before anything of the command runs.
+	undoGated := func(context.Context) {}
+	activate := func() error {
+		undo, err := applyLayers(ctx, gated, info)
+		if err != nil {
+			return err
+		}
+		undoGated = undo
+		return nil
 	}
 	aud := startAudit(opts.Policy.Audit.Path, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
 
@@ -255,11 +274,13 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
+		ExecGate: len(gated) > 0,
 	}
-	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud)
+	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
 	aud.sessionStop(&entry, code, err)
@@ -291,7 +312,39 @@ func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer
 	}
 }
 
-func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor) (int, error) {
+// execGated is implemented by SessionLayers whose rules would refuse the
+// launcher's own setup: BPF-LSM refuses mounts to session tasks, and the
+// launcher, born in the session cgroup, still has its mount namespace to
+// build. Run applies them at the exec gate instead of before the launch.
+type execGated interface {
+	activatesBeforeExec()
+}
+
+// splitExecGated separates the layers run applies before the launcher
+// starts from those it applies at the exec gate, keeping their order.
+func splitExecGated(layers []SessionLayer) (early, gated []SessionLayer) {
+	for _, l := range layers {
+		if _, ok := l.(execGated); ok {
+			gated = append(gated, l)
+		} else {
+			early = append(early, l)
+		}
+	}
+	return early, gated
+}
+
+// Exec gate messages on the launcher's gate socket.
+const (
+	gateMountsDone = 'm' // launcher: mount namespace built, nothing else done
+	gateGo         = 'g' // supervisor: gated layers active, go on to exec
+)
+
+// launch starts the launcher in group and waits for the command. When
+// spec.ExecGate is set, the launcher stops after building its mount
+// namespace; activate applies the gated layers then, and the launcher
+// goes on (drops privileges, applies Landlock, execs) only once it
+// succeeded, so nothing of the command runs without them.
+func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	cgFD, err := group.OpenFD()
 	if err != nil {
 		return 0, &BoundaryError{LayerCgroup, err}
@@ -309,6 +362,20 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	}
 	defer statusR.Close()
 	defer statusW.Close()
+
+	extra := []*os.File{specR, statusW}
+	var gateParent *os.File
+	if spec.ExecGate {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("exec gate socket: %w", err)}
+		}
+		gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
+		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
+		defer gateParent.Close()
+		defer gateChild.Close()
+		extra = append(extra, gateChild) // gateFD
+	}
 
 	self := opts.SelfExe
 	if self == "" {
@@ -329,7 +396,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		Stdin:      opts.Stdin,
 		Stdout:     opts.Stdout,
 		Stderr:     opts.Stderr,
-		ExtraFiles: []*os.File{specR, statusW},
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			UseCgroupFD: true,
 			CgroupFD:    int(cgFD.Fd()),
@@ -357,9 +424,31 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	aud.setLauncherPID(cmd.Process.Pid)
 	specR.Close()
 	statusW.Close()
+	if gateParent != nil {
+		extra[gateFD-3].Close()
+	}
 	b, _ := json.Marshal(spec)
 	_, werr := specW.Write(b)
 	specW.Close()
+	if gateParent != nil && werr == nil {
+		var msg [1]byte
+		// EOF: the launcher failed before its mounts were done; its
+		// status says why.
+		if n, _ := gateParent.Read(msg[:]); n == 1 && msg[0] == gateMountsDone {
+			if err := activate(); err != nil {
+				// The launcher has not exec'd: nothing of the command ran.
+				cmd.Process.Kill()
+				cmd.Wait()
+				return 0, err
+			}
+			if _, err := gateParent.Write([]byte{gateGo}); err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return 0, &BoundaryError{LayerMountNS, fmt.Errorf("open the exec gate: %w", err)}
+			}
+		}
+		gateParent.Close()
+	}
 
 	status, _ := io.ReadAll(statusR)
 	if werr != nil || len(status) > 0 {

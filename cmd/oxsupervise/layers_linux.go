@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -51,7 +52,7 @@ type layerBuilder func(req layerRequest) (builtLayer, error)
 // layerBuilders lists the SessionLayers in the order they are applied.
 // A new layer (BPF-LSM filesystem rules) is one more entry here.
 func layerBuilders() []layerBuilder {
-	return []layerBuilder{buildNetworkLayer}
+	return []layerBuilder{buildFSLayer, buildNetworkLayer}
 }
 
 // sessionLayers are the layers built for one run or attach.
@@ -109,15 +110,18 @@ func buildNetworkLayer(req layerRequest) (builtLayer, error) {
 	if n.Policy == policy.NetFull && (n.Loopback == policy.LoopbackAll || n.Loopback == "") {
 		return builtLayer{}, nil
 	}
-	if req.unavailable[session.LayerNetwork] {
-		// session.Run and session.Attach refuse what needs it.
-		return builtLayer{}, nil
+	var l *session.NetworkLayer
+	err := errors.New("marked unavailable by " + session.ForceUnavailableEnv)
+	if !req.unavailable[session.LayerNetwork] {
+		l, err = newNetworkLayer(req)
 	}
-	l, err := newNetworkLayer(req)
 	if err == nil {
 		return builtLayer{layer: l, close: l.Close}, nil
 	}
 	switch {
+	case req.unavailable[session.LayerNetwork] && n.Policy != policy.NetFull:
+		// session.Run and session.Attach decide: a fallback or a refusal.
+		return builtLayer{}, nil
 	case n.Policy == policy.NetFull:
 		fmt.Fprintf(req.warn, "oxsupervise %s: warning: cgroup network layer unavailable (%v): network loopback = %q is NOT enforced; the session reaches every loopback service\n",
 			req.verb, err, n.Loopback)
@@ -127,6 +131,27 @@ func buildNetworkLayer(req layerRequest) (builtLayer, error) {
 		return builtLayer{}, nil
 	}
 	return builtLayer{}, &session.BoundaryError{Layer: session.LayerNetwork, Err: err}
+}
+
+// buildFSLayer loads the BPF-LSM filesystem programs when the policy has
+// filesystem rules and BPF-LSM is usable (DESIGN §3: bpf among the active
+// LSMs and a probe program loads and attaches; one probe per command).
+// Without it, run falls back to Landlock plus the mount namespace and
+// attach says it enforces no filesystem rules; package session decides
+// and words both, so unavailability is not an error here.
+func buildFSLayer(req layerRequest) (builtLayer, error) {
+	if !req.policy.FilesystemRules || req.unavailable[session.LayerBPFLSM] {
+		return builtLayer{}, nil
+	}
+	if err := loader.ProbeBPFLSM(); err != nil {
+		return builtLayer{}, nil
+	}
+	l, err := session.NewFSLayer(session.FSConfig{Warn: req.warn})
+	if err != nil {
+		fmt.Fprintf(req.warn, "oxsupervise %s: warning: BPF-LSM is usable but the filesystem programs did not load: %v\n", req.verb, err)
+		return builtLayer{}, nil
+	}
+	return builtLayer{layer: l, close: l.Close}, nil
 }
 
 func newNetworkLayer(req layerRequest) (*session.NetworkLayer, error) {

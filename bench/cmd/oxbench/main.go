@@ -32,7 +32,6 @@ type env struct {
 	repo       string // repository root (the vm suite builds from it)
 	scratch    string // per-run scratch directory
 	out        string // results directory
-	rounds     int    // scale factor: rounds per figure relative to default
 	quick      bool
 	commandFor func(suite string) string
 }

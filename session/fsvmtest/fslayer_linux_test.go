@@ -1,0 +1,412 @@
+//go:build linux
+
+package fsvmtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// fsopVerb turns the test binary into a tool that performs one
+// filesystem operation and prints OK or the errno name.
+const fsopVerb = "__fsop"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case session.LauncherVerb:
+			os.Exit(session.LauncherMain())
+		case fsopVerb:
+			os.Exit(fsop(os.Args[2:]))
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func fsop(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write PATH")
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "mkdir":
+		err = unix.Mkdir(args[1], 0o755)
+	case "write":
+		var fd int
+		fd, err = unix.Open(args[1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			_, err = unix.Write(fd, []byte("written in the session\n"))
+			unix.Close(fd)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown op %q\n", args[0])
+		return 2
+	}
+	var errno unix.Errno
+	switch {
+	case err == nil:
+		fmt.Println("OK")
+	case errors.As(err, &errno):
+		fmt.Println(unix.ErrnoName(errno))
+	default:
+		fmt.Println("ERROR", err)
+	}
+	return 0
+}
+
+// requireBPFLSM skips (fails in the VM) unless root and BPF-LSM is usable
+// by doctor's probe, which is independent of the layer under test.
+func requireBPFLSM(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if err := loader.ProbeBPFLSM(); err != nil {
+		testutil.SkipUnlessVM(t, "BPF-LSM not usable: %v", err)
+	}
+}
+
+type env struct {
+	base, ws, home, outside, auditLog, self string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	// Not below /tmp or $TMPDIR: those are writable roots.
+	base, err := os.MkdirTemp("/var/tmp", "oxs-fsvm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{base: base, ws: filepath.Join(base, "ws"), home: filepath.Join(base, "home"),
+		outside: filepath.Join(base, "outside"), auditLog: filepath.Join(base, "audit.jsonl"), self: self}
+	for _, d := range []string{e.ws, e.home, e.outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, filepath.Join(e.outside, "victim.txt"), "victim\n")
+	mustWrite(t, filepath.Join(e.ws, "file.txt"), "tracked\n")
+	for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "test@example.invalid"}, {"config", "user.name", "oxsupervise test"}} {
+		e.git(t, args...)
+	}
+	return e
+}
+
+func (e *env) git(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = e.ws
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + e.home}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// policy compiles the default workspace-write policy for e.ws through the
+// real loader, so protected names and anchors are what users get.
+func (e *env) policy(t *testing.T, net string) *policy.Compiled {
+	t.Helper()
+	c, _, err := policy.Load(policy.LoadOptions{
+		ManagedDir: filepath.Join(e.base, "managed"), Home: e.home, Workspace: e.ws,
+		Flags: &policy.Flags{Net: net, AuditLog: e.auditLog},
+		Env:   func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.FilesystemRules {
+		t.Fatalf("policy %s has no filesystem rules", c.Mode)
+	}
+	return c
+}
+
+// syncBuffer collects the layers' warnings from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunBPFLSM runs two sessions under one loaded layer: with Landlock
+// stacked on top (BPF-LSM must refuse a first-time protected name, which
+// Landlock alone cannot, while git keeps working and the launcher still
+// builds its mount namespace), and with Landlock marked unavailable, where
+// BPF-LSM alone refuses a write outside the writable roots.
+func TestRunBPFLSM(t *testing.T) {
+	requireBPFLSM(t)
+	e := newEnv(t)
+	var warn syncBuffer
+	layer, err := session.NewFSLayer(session.FSConfig{Warn: &warn})
+	if err != nil {
+		t.Fatalf("NewFSLayer where BPF-LSM is usable: %v", err)
+	}
+	defer layer.Close()
+	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
+	run := func(unavailable map[string]bool, script string) (string, string) {
+		t.Helper()
+		var stderr bytes.Buffer
+		errFile, err := os.CreateTemp(e.base, "stderr-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer errFile.Close()
+		code, err := session.Run(context.Background(), session.RunOptions{
+			Policy: e.policy(t, "none"),
+			Argv:   []string{"sh", "-c", script},
+			Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + e.home, "SELF=" + e.self, "OUT=" + e.outside},
+			Dir:    e.ws, SelfExe: e.self, Registry: reg, Warn: &stderr, Stderr: errFile,
+			Unavailable: unavailable, Layers: []session.SessionLayer{layer},
+		})
+		b, _ := os.ReadFile(errFile.Name())
+		if err != nil || code != 0 {
+			t.Fatalf("Run: exit %d, %v\nwarnings: %s\nstderr: %s", code, err, stderr.String(), b)
+		}
+		return stderr.String(), string(b)
+	}
+
+	warnings, _ := run(nil, `set -e
+"$SELF" `+fsopVerb+` mkdir .codex > r-codex
+"$SELF" `+fsopVerb+` write "$OUT/new.txt" > r-outside
+git add file.txt
+git commit -q -m "inside the session"
+awk '$5 == "/proc/sys" && $6 ~ /^ro/ { print "present" }' /proc/self/mountinfo > r-mounts
+`)
+	if strings.Contains(warnings, "protected names that do not exist yet") {
+		t.Errorf("run with BPF-LSM still warns that new protected names are unprotected:\n%s", warnings)
+	}
+	if got := read(t, filepath.Join(e.ws, "r-codex")); got != "EACCES" {
+		t.Errorf("first-time mkdir .codex in the workspace: %s, want EACCES", got)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, ".codex")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf(".codex exists after the refused mkdir: %v", err)
+	}
+	if got := read(t, filepath.Join(e.ws, "r-outside")); got != "EACCES" {
+		t.Errorf("write outside the writable roots: %s, want EACCES", got)
+	}
+	if _, err := os.Lstat(filepath.Join(e.outside, "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outside/new.txt exists after the refused write: %v", err)
+	}
+	if got := read(t, filepath.Join(e.ws, "r-mounts")); got != "present" {
+		t.Errorf("the launcher's mount namespace lacks its read-only /proc/sys: %q", got)
+	}
+	if log := e.git(t, "log", "--format=%s"); !strings.Contains(log, "inside the session") {
+		t.Errorf("git commit inside the session left no commit: %q", log)
+	}
+	first := sessionOf(t, e.auditLog, 0)
+	expectDenial(t, e.auditLog, first, "mkdir", filepath.Join(e.ws, ".codex"))
+
+	// BPF-LSM alone: Landlock, first in the LSM order, would otherwise
+	// refuse the outside write before BPF-LSM sees it.
+	victim := filepath.Join(e.outside, "victim.txt")
+	run(map[string]bool{session.LayerLandlock: true}, `"$SELF" `+fsopVerb+` write "$OUT/victim.txt" > r-alone`)
+	if got := read(t, filepath.Join(e.ws, "r-alone")); got != "EACCES" {
+		t.Errorf("write outside with BPF-LSM alone: %s, want EACCES", got)
+	}
+	if got := read(t, victim); got != "victim" {
+		t.Errorf("outside/victim.txt changed to %q", got)
+	}
+	second := sessionOf(t, e.auditLog, 1)
+	expectDenial(t, e.auditLog, second, "open", victim)
+	if strings.Contains(warn.String(), "unknown session") || strings.Contains(warn.String(), "lost") {
+		t.Errorf("layer warnings: %s", warn.String())
+	}
+}
+
+// TestAttachBPFLSM attaches a running shell, then lets it write into a
+// protected path and outside the workspace: BPF-LSM refuses both, which
+// attach could not enforce at all without it.
+func TestAttachBPFLSM(t *testing.T) {
+	requireBPFLSM(t)
+	e := newEnv(t)
+	var warn syncBuffer
+	layer, err := session.NewFSLayer(session.FSConfig{Warn: &warn})
+	if err != nil {
+		t.Fatalf("NewFSLayer where BPF-LSM is usable: %v", err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			layer.Close()
+		}
+	}()
+	hook := filepath.Join(e.ws, ".git", "hooks", "pre-commit")
+	victim := filepath.Join(e.outside, "victim.txt")
+	sh := exec.Command("sh", "-c", `read go
+"$SELF" `+fsopVerb+` write "$HOOK"
+"$SELF" `+fsopVerb+` write "$VICTIM"
+"$SELF" `+fsopVerb+` write "$WS/allowed.txt"`)
+	sh.Env = []string{"PATH=/usr/bin:/bin", "SELF=" + e.self, "HOOK=" + hook, "VICTIM=" + victim, "WS=" + e.ws}
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sh.Stdout = &out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Process.Kill()
+
+	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
+	var msgs bytes.Buffer
+	entry, err := session.Attach(context.Background(), session.AttachOptions{
+		PID: sh.Process.Pid, Policy: e.policy(t, "full"), CallerUID: os.Getuid(),
+		Warn: &msgs, Registry: reg, Layers: []session.SessionLayer{layer},
+	})
+	if err != nil {
+		t.Fatalf("Attach: %v\n%s", err, msgs.String())
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if g, err := cgroup.OpenSession(cgroup.Config{}, entry.ID); err == nil {
+			g.Kill(ctx)
+			g.Remove(ctx)
+		}
+		reg.Delete(entry.ID)
+	}()
+	if strings.Contains(msgs.String(), "does NOT enforce") {
+		t.Errorf("attach with a bpf-lsm layer says it enforces no filesystem rules:\n%s", msgs.String())
+	}
+	fmt.Fprintln(stdin, "go")
+	stdin.Close()
+	if err := sh.Wait(); err != nil {
+		t.Fatalf("attached shell: %v", err)
+	}
+	got := strings.Fields(out.String())
+	if want := []string{"EACCES", "EACCES", "OK"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("attached shell wrote hook, outside, workspace: %v, want %v", got, want)
+	}
+	if _, err := os.Lstat(hook); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s exists after the refused write: %v", hook, err)
+	}
+	if got := read(t, victim); got != "victim" {
+		t.Errorf("outside/victim.txt changed to %q", got)
+	}
+	// Close drains the refusals into the log, as `oxsupervise attach`
+	// does when the session's processes are gone.
+	if err := layer.Close(); err != nil {
+		t.Errorf("layer close: %v", err)
+	}
+	closed = true
+	// A new file is refused at its creation (path_mknod).
+	expectDenial(t, e.auditLog, entry.ID, "create", hook)
+	expectDenial(t, e.auditLog, entry.ID, "open", victim)
+}
+
+// sessionOf returns the session id of the n-th session_start record.
+func sessionOf(t *testing.T, log string, n int) string {
+	t.Helper()
+	for _, r := range records(t, log) {
+		if r.Ox.Kind == audit.KindSessionStart {
+			if n == 0 {
+				return r.Ox.Session
+			}
+			n--
+		}
+	}
+	t.Fatalf("audit log lacks session_start #%d", n)
+	return ""
+}
+
+// expectDenial finds the bpf-lsm denial of action on path in session's
+// records and checks what the schema promises of it.
+func expectDenial(t *testing.T, log, session, action, path string) {
+	t.Helper()
+	var seen []string
+	for _, r := range records(t, log) {
+		if r.Ox.Kind != audit.KindDenial {
+			continue
+		}
+		p := ""
+		if r.File != nil {
+			p = r.File.Path
+		}
+		seen = append(seen, fmt.Sprintf("%s %s %s %s", r.Ox.Session, r.Ox.Layer, r.Event.Action, p))
+		if r.Ox.Session != session || r.Ox.Layer != audit.LayerBPFLSM || r.Event.Action != action || p != path {
+			continue
+		}
+		if r.Ox.Errno != int(unix.EACCES) || r.Error == nil || r.Error.Code != "EACCES" {
+			t.Errorf("denial of %s %s: errno %d %+v, want EACCES", action, path, r.Ox.Errno, r.Error)
+		}
+		if r.Ox.Class != audit.ClassFile || r.Ox.Rule == "" || r.Ox.Mode != string(policy.ModeWorkspaceWrite) {
+			t.Errorf("denial of %s %s: class %q rule %q mode %q", action, path, r.Ox.Class, r.Ox.Rule, r.Ox.Mode)
+		}
+		if r.Process == nil || r.Process.PID == 0 || r.Process.Thread == nil || r.User == nil || r.User.ID != "0" {
+			t.Errorf("denial of %s %s: process %+v user %+v", action, path, r.Process, r.User)
+		}
+		if r.File.Device == "" {
+			t.Errorf("denial of %s %s: no device", action, path)
+		}
+		return
+	}
+	t.Errorf("no bpf-lsm denial of %s %s in session %s; denials: %q", action, path, session, seen)
+}
+
+func records(t *testing.T, log string) []audit.Record {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		r, err := audit.Decode(line)
+		if err != nil {
+			t.Fatalf("audit record %s: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func mustWrite(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
