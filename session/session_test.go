@@ -577,7 +577,7 @@ func TestRunLeavesNothingBehind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"), "--", "sh", "-c",
-		fmt.Sprintf(`setsid nohup sleep 1000 >/dev/null 2>&1 & echo $! > %s; sleep 1.5`, pidFile))
+		fmt.Sprintf(`setsid nohup sleep 1000 >/dev/null 2>&1 & echo $! > %s.tmp; mv %[1]s.tmp %[1]s; sleep 1.5`, pidFile))
 	cmd.Dir = e.ws
 	cmd.Env = append(os.Environ(), "HOME="+e.home)
 	var stderr bytes.Buffer
@@ -586,7 +586,11 @@ func TestRunLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While the session runs, its protective mounts are invisible here.
-	time.Sleep(700 * time.Millisecond)
+	// The pid file says the command runs; setup time varies with load
+	// (network programs attach first), so wait for it, not a fixed time.
+	for deadline := time.Now().Add(20 * time.Second); !exists(pidFile) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	during := mountsMentioning(t, e.base)
 	sessionCgroups := sessionGroups(t, cg2)
 	if err := cmd.Wait(); err != nil {

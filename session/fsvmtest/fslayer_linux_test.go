@@ -227,8 +227,19 @@ awk '$5 == "/proc/sys" && $6 ~ /^ro/ { print "present" }' /proc/self/mountinfo >
 	if log := e.git(t, "log", "--format=%s"); !strings.Contains(log, "inside the session") {
 		t.Errorf("git commit inside the session left no commit: %q", log)
 	}
-	first := sessionOf(t, e.auditLog, 0)
+	first, layers := sessionOf(t, e.auditLog, 0)
 	expectDenial(t, e.auditLog, first, "mkdir", filepath.Join(e.ws, ".codex"))
+	if strings.Contains(layers, session.LayerLandlock) {
+		// Landlock comes first in the LSM order and refused the outside
+		// write itself; the kernel audits it only from Landlock ABI 7.
+		t.Logf("landlock stacked on BPF-LSM (%s)", layers)
+	} else {
+		t.Logf("landlock not stacked on this kernel (%s): BPF-LSM refused the outside write", layers)
+		expectDenial(t, e.auditLog, first, "create", filepath.Join(e.outside, "new.txt"))
+	}
+	if !strings.Contains(layers, session.LayerBPFLSM) || !strings.Contains(layers, session.LayerMountNS) {
+		t.Errorf("session layers %q lack bpf-lsm or the mount namespace", layers)
+	}
 
 	// BPF-LSM alone: Landlock, first in the LSM order, would otherwise
 	// refuse the outside write before BPF-LSM sees it.
@@ -240,7 +251,7 @@ awk '$5 == "/proc/sys" && $6 ~ /^ro/ { print "present" }' /proc/self/mountinfo >
 	if got := read(t, victim); got != "victim" {
 		t.Errorf("outside/victim.txt changed to %q", got)
 	}
-	second := sessionOf(t, e.auditLog, 1)
+	second, _ := sessionOf(t, e.auditLog, 1)
 	expectDenial(t, e.auditLog, second, "open", victim)
 	if strings.Contains(warn.String(), "unknown session") || strings.Contains(warn.String(), "lost") {
 		t.Errorf("layer warnings: %s", warn.String())
@@ -329,19 +340,20 @@ func TestAttachBPFLSM(t *testing.T) {
 	expectDenial(t, e.auditLog, entry.ID, "open", victim)
 }
 
-// sessionOf returns the session id of the n-th session_start record.
-func sessionOf(t *testing.T, log string, n int) string {
+// sessionOf returns the session id and the layers of the n-th
+// session_start record.
+func sessionOf(t *testing.T, log string, n int) (string, string) {
 	t.Helper()
 	for _, r := range records(t, log) {
 		if r.Ox.Kind == audit.KindSessionStart {
 			if n == 0 {
-				return r.Ox.Session
+				return r.Ox.Session, r.Ox.Rule
 			}
 			n--
 		}
 	}
 	t.Fatalf("audit log lacks session_start #%d", n)
-	return ""
+	return "", ""
 }
 
 // expectDenial finds the bpf-lsm denial of action on path in session's
