@@ -19,7 +19,7 @@ VMTEST_FLAGS ?= -v
 UNIT_FLAGS   ?= -timeout 4m
 VMTEST_RUN   ?=
 
-.PHONY: all build deps generate generate-check test unit vet cross vmtest bench clean
+.PHONY: all build deps bench-deps generate generate-check test unit vet cross vmtest bench bench-go fuzz clean
 
 all: build
 
@@ -33,6 +33,11 @@ build:
 DEPS_APT := ca-certificates xz-utils zstd git python3 iproute2 util-linux kmod \
 	clang-19 llvm-19 libbpf-dev linux-libc-dev \
 	qemu-system-x86 linux-image-amd64 busybox-static
+
+# Peers the session-start benchmark compares against (optional: reported
+# as missing when absent).
+bench-deps:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap firejail
 
 deps:
 	apt-get update
@@ -87,9 +92,23 @@ unit:
 vmtest:
 	$(GO) run ./internal/vmtest/cmd/vmtest $(VMTEST_FLAGS) $(if $(VMTEST_RUN),--run '$(VMTEST_RUN)') -- $(VMTEST_PKGS)
 
-test: generate-check vet cross unit vmtest
+# Short fixed-time fuzzing of the parsers that take untrusted input
+# (seed corpora committed under each package's testdata/fuzz/).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadTOML$$' -fuzztime $(FUZZTIME) ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitBash$$' -fuzztime $(FUZZTIME) ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./daemon
 
+test: generate-check vet cross unit fuzz vmtest
+
+# Benchmarks (issue 11): needs root, unattended (~9 min here), writes
+# bench/results/. OXBENCH_ARGS='--quick fs net' selects suites or a smoke run.
 bench:
+	bench/run.sh
+
+# The Go micro-benchmarks of every package, without the harness.
+bench-go:
 	$(GO) test -run '^$$' -bench . ./...
 
 clean:

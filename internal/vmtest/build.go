@@ -25,6 +25,15 @@ func BuildGuest(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
+// cliPackage is the oxsupervise command. BuildTests builds it next to
+// the test binaries, as building it inside the guest (TCG) is slow.
+const cliPackage = "github.com/openoxide/oxsupervise/cmd/oxsupervise"
+
+// CLIEnv names the environment variable that gives every guest job the
+// path of the oxsupervise binary BuildTests built, for tests of the
+// command line (`oxsupervise run`) under the VM's kernel.
+const CLIEnv = "OXSUPERVISE_VMTEST_CLI"
+
 // errNoTests is returned when none of the requested packages has tests.
 var errNoTests = errors.New("none of the packages has test files")
 
@@ -63,13 +72,25 @@ func BuildTests(ctx context.Context, dir string, pkgs []string, opts TestOptions
 			Binary:  filepath.Join(dir, strings.ReplaceAll(importPath, "/", "_")+".test"),
 			Dir:     pkgDir,
 			Args:    opts.args(),
+			Env:     []string{CLIEnv + "=" + filepath.Join(dir, "oxsupervise")},
 			Timeout: opts.Timeout + 30*time.Second,
 		})
 	}
 	// Two builds at a time: each link is single-threaded.
-	errs := make([]error, len(jobs))
+	errs := make([]error, len(jobs)+1)
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
+	if len(jobs) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := goCommand(ctx, "build", "-o", filepath.Join(dir, "oxsupervise"), cliPackage); err != nil {
+				errs[len(jobs)] = fmt.Errorf("build the oxsupervise command: %w", err)
+			}
+		}()
+	}
 	for i, j := range jobs {
 		wg.Add(1)
 		go func() {
