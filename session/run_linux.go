@@ -140,10 +140,12 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 		// writable until BPF-LSM, which matches by name, enforces it.
 		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
 	}
-	if c.Mode != policy.ModeFullAccess && !hasLayer(external, LayerBPFLSM) {
+	if c.Mode != policy.ModeFullAccess {
 		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
-		// socket, and a network namespace does not cover AF_UNIX.
-		p.Warnings = append(p.Warnings, "without BPF-LSM, connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
+		// socket, a network namespace does not cover AF_UNIX, and the
+		// BPF-LSM filesystem programs (fsguard) hook no socket connect
+		// either: say so whichever filesystem layer runs.
+		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
 	}
 	if err := decideNetwork(p, c, unavailable, external); err != nil {
 		return nil, err

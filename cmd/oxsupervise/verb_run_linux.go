@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -23,8 +24,17 @@ func init() {
 
 // runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
 func runCommand(ctx context.Context, s streams, r runRequest) int {
+	// An unprivileged user goes through the daemon when it runs: it builds
+	// the boundary as root, clamped by managed policy on its side.
+	if os.Geteuid() != 0 && daemon.Available(defaultSocket()) {
+		if r.user != "" {
+			fmt.Fprintln(s.err, "oxsupervise run: --user needs a standalone run as root; through the daemon the command runs as you")
+			return exitUsage
+		}
+		return daemon.RunCLI(ctx, defaultSocket(), r.argv, r.flags, s.err)
+	}
 	if os.Geteuid() != 0 {
-		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo); nothing ran")
+		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo, or start the daemon: oxsupervise daemon); nothing ran")
 		return exitNoBoundary
 	}
 	t, c, wd, failed := prepareRun(s, r, r.user)
