@@ -16,7 +16,7 @@ VMTEST_PKGS  ?= $(sort ./internal/vmtest/selftest $(VMTEST_EXTRA) \
 		--exclude-dir=.git --exclude-dir=.vmtest --exclude-dir=bin --exclude-dir=testdata . | sed 's|^\./||'))))
 VMTEST_FLAGS ?= -v
 # A hung test must not eat the CI budget (go test's default is 10m).
-UNIT_FLAGS   ?= -timeout 4m
+UNIT_FLAGS   ?= -count=1 -timeout 6m
 VMTEST_RUN   ?=
 
 .PHONY: all build deps bench-deps generate generate-check test unit vet cross vmtest bench bench-go fuzz clean

@@ -184,6 +184,11 @@ static __always_inline __u32 guarded_prefixlen(const __u32 a[4])
 			return 64 + 96 + 16;
 		return 0;
 	}
+	/* 64:ff9b::/96 (NAT64) reaches the IPv4 address in its last word:
+	 * a translator on the path must not hand out the metadata service. */
+	if (a[0] == bpf_htonl(0x0064ff9b) && a[1] == 0 && a[2] == 0 &&
+	    (bpf_ntohl(a[3]) >> 16) == 0xa9fe)
+		return 64 + 96 + 16;
 	if ((bpf_ntohl(a[0]) & 0xffc00000) == 0xfe800000) /* fe80::/10 */
 		return 64 + 10;
 	if (a[0] == bpf_htonl(0xfd000ec2) && a[1] == 0 && a[2] == 0 &&
@@ -195,7 +200,7 @@ static __always_inline __u32 guarded_prefixlen(const __u32 a[4])
 /* allow_lookup walks the covering allow entries from the longest prefix
  * down; it returns 0 when one admits the port now, else a reason. */
 static __always_inline __u8 allow_lookup(__u64 cgid, const __u32 a[4], __u16 port,
-					 __u32 min_prefixlen)
+					 __u32 min_prefixlen, bool static_only)
 {
 	struct net_allow_key key = {};
 	__u64 now = bpf_ktime_get_boot_ns();
@@ -221,7 +226,7 @@ static __always_inline __u8 allow_lookup(__u64 cgid, const __u32 a[4], __u16 por
 					reason = NET_REASON_PORT;
 				continue;
 			}
-			if (r->expires_ns != 0 && now >= r->expires_ns) {
+			if (r->expires_ns != 0 && (static_only || now >= r->expires_ns)) {
 				reason = NET_REASON_EXPIRED;
 				continue;
 			}
@@ -286,27 +291,44 @@ static __always_inline bool loopback_owned(void *ctx, __u64 cgid, const __u32 a[
 	return owned;
 }
 
+/* Loopback is judged by the loopback setting, and admitted besides by an
+ * allow entry the policy lists for it: a static entry (no resolver expiry,
+ * so a name pointed at loopback never opens it) at least as specific as
+ * 127.0.0.0/8 or ::1/128. A listed 127.0.0.2:8080 is a deliberate choice;
+ * 0.0.0.0/0 is not a choice about loopback. */
+#define LOOPBACK_V4_PREFIXLEN (64 + 96 + 8)
+#define LOOPBACK_V6_PREFIXLEN (64 + 128)
+
+/* judge_local judges a loopback destination. */
+static __always_inline __u8 judge_local(void *ctx, __u64 cgid, const struct net_session *s,
+					const __u32 a[4], __u16 port, __u8 protocol, __u16 sport)
+{
+	if (is_dns_listener(s, a, port, protocol))
+		return 0;
+	if (s->loopback == NET_LOOPBACK_ALL)
+		return 0;
+	if (s->loopback == NET_LOOPBACK_SESSION &&
+	    loopback_owned(ctx, cgid, a, port, protocol, sport))
+		return 0;
+	__u32 listed = is_v4mapped(a) ? LOOPBACK_V4_PREFIXLEN : LOOPBACK_V6_PREFIXLEN;
+	if (allow_lookup(cgid, a, port, listed, true) == 0)
+		return 0;
+	return NET_REASON_LOOPBACK;
+}
+
 /* judge returns 0 when the session may reach a:port over protocol; sport
  * is the sender's own port (0 when not bound yet). */
 static __always_inline __u8 judge(void *ctx, __u64 cgid, const struct net_session *s,
 				  const __u32 a[4], __u16 port, __u8 protocol, __u16 sport)
 {
-	if (is_loopback(a)) {
-		if (is_dns_listener(s, a, port, protocol))
-			return 0;
-		if (s->loopback == NET_LOOPBACK_ALL)
-			return 0;
-		if (s->loopback == NET_LOOPBACK_SESSION &&
-		    loopback_owned(ctx, cgid, a, port, protocol, sport))
-			return 0;
-		return NET_REASON_LOOPBACK;
-	}
+	if (is_loopback(a))
+		return judge_local(ctx, cgid, s, a, port, protocol, sport);
 	if (s->mode == NET_MODE_NONE)
 		return NET_REASON_POLICY_NONE;
 	__u32 guard = guarded_prefixlen(a);
 	if (s->mode == NET_MODE_FULL && guard == 0)
 		return 0;
-	__u8 reason = allow_lookup(cgid, a, port, guard);
+	__u8 reason = allow_lookup(cgid, a, port, guard, false);
 	if (guard && reason == NET_REASON_NOT_ALLOWED)
 		reason = NET_REASON_GUARDED;
 	return reason;

@@ -142,6 +142,10 @@ func (s *Server) adopt(ctx context.Context) []string {
 			alive = append(alive, st)
 		}
 	}
+	byID := map[string]session.Status{}
+	for _, st := range alive {
+		byID[st.ID] = st
+	}
 	entries, _ := os.ReadDir(s.stateDir())
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
@@ -167,6 +171,15 @@ func (s *Server) adopt(ctx context.Context) []string {
 			home: st.Home, userName: st.User, policy: st.Policy, workspace: st.Workspace}
 		s.mu.Unlock()
 		notes = append(notes, fmt.Sprintf("adopt: session %s (uid %d) adopted", id, st.UID))
+		if status, ok := byID[id]; ok && status.Kind == session.KindAttach {
+			if err := s.reapply(ctx, status, st.Policy); err != nil {
+				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, id)
+				s.forget(id)
+				notes = append(notes, fmt.Sprintf("adopt: STOPPED attach session %s: its rules cannot be applied again (%v); it would otherwise run unconfined", id, err))
+			} else {
+				notes = append(notes, fmt.Sprintf("adopt: session %s: layers applied again", id))
+			}
+		}
 	}
 	for _, en := range s.opts.Enforcers {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,6 +42,29 @@ const daemonOptsEnv = "OXS_DTEST_DAEMON"
 
 type daemonProcOpts struct {
 	Socket, ManagedDir, AuditPath, StateDir, PinDir, Parent, RegistryDir string
+	// Listen are TCP addresses the daemon process accepts on (in its
+	// network namespace, which its sessions share).
+	Listen []string
+}
+
+// connectVerb makes this test binary connect to one TCP address and print
+// "ADDR=ok" or "ADDR=<errno name>": the probe run inside sessions.
+const connectVerb = "oxs-connect"
+
+func connectMain(addr string) int {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err == nil {
+		c.Close()
+		fmt.Printf("%s=ok\n", addr)
+		return 0
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		fmt.Printf("%s=%s\n", addr, unix.ErrnoName(errno))
+	} else {
+		fmt.Printf("%s=%v\n", addr, err)
+	}
+	return 1
 }
 
 // helper is a copy of this test binary that every user can execute.
@@ -49,6 +73,9 @@ var helper string
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
 		os.Exit(session.LauncherMain())
+	}
+	if len(os.Args) > 2 && os.Args[1] == connectVerb {
+		os.Exit(connectMain(os.Args[2]))
 	}
 	if mode := os.Getenv(helperModeEnv); mode != "" {
 		os.Exit(helperMain(mode, os.Args[1:]))
@@ -100,6 +127,21 @@ func helperMain(mode string, args []string) int {
 		if err := json.Unmarshal([]byte(os.Getenv(daemonOptsEnv)), &o); err != nil {
 			return fail(err)
 		}
+		for _, addr := range o.Listen {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fail(err)
+			}
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+		}
 		self, _ := os.Executable()
 		srv, err := New(Options{Socket: o.Socket, ManagedDir: o.ManagedDir, AuditPath: o.AuditPath, StateDir: o.StateDir,
 			PinDir: o.PinDir, Cgroup: cgroup.Config{Parent: o.Parent}, Registry: session.Registry{Dir: o.RegistryDir},
@@ -113,6 +155,24 @@ func helperMain(mode string, args []string) int {
 		return 0
 	case "run": // WORKSPACE CMD...
 		return RunCLI(ctx, c.Socket, args[1:], &policy.Flags{Workspace: args[0]}, os.Stderr)
+	case "netrun": // WORKSPACE NET ALLOW CMD... (ALLOW: comma-separated, "-" for none)
+		flags := &policy.Flags{Workspace: args[0], Net: args[1]}
+		if args[2] != "-" {
+			flags.AllowNet = strings.Split(args[2], ",")
+		}
+		return RunCLI(ctx, c.Socket, args[3:], flags, os.Stderr)
+	case "attachnet": // PID NET ALLOW
+		pid, _ := strconv.Atoi(args[0])
+		wd, _ := os.Getwd()
+		pf := PolicyFlags{Net: args[1]}
+		if args[2] != "-" {
+			pf.AllowNet = strings.Split(args[2], ",")
+		}
+		res, err := c.Attach(ctx, AttachRequest{PID: pid, Dir: wd, Policy: pf})
+		if err != nil {
+			return fail(err)
+		}
+		return printJSON(res)
 	case "attach": // PID
 		pid, _ := strconv.Atoi(args[0])
 		wd, _ := os.Getwd()

@@ -25,6 +25,7 @@ type Options struct {
 	Registry                                                             session.Registry
 	Unavailable                                                          map[string]bool
 	Log                                                                  io.Writer
+	ResolverUpstream                                                     []string
 }
 
 // Server is the daemon (Linux only).

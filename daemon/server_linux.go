@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
@@ -60,6 +61,9 @@ type Options struct {
 	PinDir string
 	// Enforcers are pinned enforcement layers (see Enforcer).
 	Enforcers []Enforcer
+	// ResolverUpstream is the DNS upstream (host:port) of the network
+	// layer's resolvers; empty means /etc/resolv.conf.
+	ResolverUpstream []string
 
 	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
 	adoptGrace time.Duration
@@ -69,8 +73,17 @@ type Options struct {
 type Server struct {
 	opts     Options
 	adminGID int // -1: none
-	log      *log.Logger
-	sink     *audit.FileSink
+	// zl writes the daemon's log as JSON lines; log is the same stream
+	// for plain messages.
+	zl   zerolog.Logger
+	log  *log.Logger
+	sink *audit.FileSink
+	// enf are the session layers built once in Serve.
+	enf *enforcement
+	// work counts run requests and attach-session watchers that may still
+	// use enf; stopping ends the watchers.
+	work     sync.WaitGroup
+	stopping chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*managed
@@ -103,9 +116,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
+	zl := zerolog.New(opts.Log).With().Timestamp().Str("component", "oxsupervise-daemon").Logger()
 	s := &Server{
 		opts: opts, adminGID: -1,
-		log:      log.New(opts.Log, "oxsupervise daemon: ", log.LstdFlags|log.LUTC),
+		zl: zl, log: log.New(zl, "", 0),
+		stopping: make(chan struct{}),
+		enf:      &enforcement{attached: map[uint64][]teardown{}},
 		sessions: map[string]*managed{},
 		pending:  map[string]*pendingApproval{},
 		calls:    map[string]*callTrack{},
@@ -137,6 +153,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
+	s.enf = buildEnforcement(s.opts, s.zl, s.log.Writer())
+	defer s.closeEnforcement()
 	for _, line := range s.adopt(ctx) {
 		s.log.Print(line)
 	}
@@ -163,6 +181,25 @@ func (s *Server) Serve(ctx context.Context) error {
 	srv.Close()
 	os.Remove(s.opts.Socket)
 	return nil
+}
+
+// closeEnforcement waits for the run sessions (stopped when their
+// connections closed) to be torn down, then detaches the layers.
+func (s *Server) closeEnforcement() {
+	close(s.stopping)
+	done := make(chan struct{})
+	go func() { s.work.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		s.zl.Error().Msg("sessions still being torn down after 15s; detaching the layers anyway")
+	}
+	if n := s.enf.holding(); n > 0 {
+		s.zl.Error().Int("sessions", n).Msg("attach sessions keep running WITHOUT their network and BPF-LSM rules until the next daemon start adopts them and applies the rules again")
+	}
+	if err := s.enf.close(); err != nil {
+		s.zl.Error().Err(err).Msg("close enforcement layers")
+	}
 }
 
 // listen creates the socket: its directory is root-owned 0755, the socket
@@ -527,6 +564,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	s.work.Add(1)
+	defer s.work.Done()
+	layers, lw := s.enf.forSession("run", c)
+	for _, l := range lw {
+		fmt.Fprintf(&warnings, "oxsupervise run: warning: %s\n", l)
+	}
 	es := newEventStream(w)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
@@ -565,7 +608,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(hook),
+		Layers: s.layers(append(layers, hook)...),
 	})
 	close(finished)
 	mu.Lock()
@@ -772,10 +815,14 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	layers, lw := s.enf.forAttach(c)
+	for _, l := range lw {
+		fmt.Fprintf(&warn, "oxsupervise attach: warning: %s\n", l)
+	}
 	e, err := session.Attach(r.Context(), session.AttachOptions{
 		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(),
+		Layers: s.layers(layers...),
 	})
 	if err != nil {
 		var be *session.BoundaryError
@@ -792,6 +839,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	}
 	s.remember(&managed{id: e.ID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
 	s.log.Printf("session %s: uid %d attached pid %d", e.ID, p.UID, req.PID)
+	s.work.Add(1)
+	go s.watchAttached(e.ID, e.CgroupID)
 	var warnings []string
 	for _, l := range strings.Split(strings.TrimSpace(warn.String()), "\n") {
 		if l != "" {

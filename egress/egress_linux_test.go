@@ -894,3 +894,38 @@ func TestAddSessionRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// An allow entry the policy lists for a loopback address admits exactly
+// that address and port, whatever the loopback setting; wide prefixes and
+// resolver answers never open loopback.
+func TestLoopbackExplicitAllowEntry(t *testing.T) {
+	f := newFixture(t, Config{})
+	listen(t, "127.0.0.2:8080", "127.0.0.2:8081", "127.0.0.1:8080", "[::1]:8080", "[::1]:8081")
+	s := f.group(t, &policy.Network{
+		Policy:   policy.NetAllowlist,
+		Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{
+			{Prefix: netip.MustParsePrefix("127.0.0.2/32"), Ports: []policy.PortRange{{First: 8080, Last: 8080}}},
+			{Prefix: netip.MustParsePrefix("::1/128"), Ports: []policy.PortRange{{First: 8080, Last: 8080}}},
+			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: []policy.PortRange{{First: 8081, Last: 8081}}},
+		},
+	})
+	full := f.group(t, &policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackNone})
+	const perm = "EPERM"
+	runCases(t, f, s, []netCase{
+		{name: "listed loopback address:port", op: "tcp", args: []string{"127.0.0.2:8080"}},
+		{name: "listed, mapped form", op: "tcp", args: []string{"[::ffff:127.0.0.2]:8080"}},
+		{name: "listed ::1 port", op: "tcp", args: []string{"[::1]:8080"}},
+		{name: "listed address other port", op: "tcp", args: []string{"127.0.0.2:8081"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "127.0.0.2:8081"},
+		{name: "::1 other port", op: "tcp", args: []string{"[::1]:8081"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "[::1]:8081"},
+		{name: "other loopback address", op: "tcp", args: []string{"127.0.0.1:8080"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "127.0.0.1:8080"},
+		{name: "0.0.0.0 as destination", op: "tcp", args: []string{"0.0.0.0:8080"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "0.0.0.0:8080"},
+		{name: "udp to listed address other port", op: "udp-sendto", args: []string{"127.0.0.2:9"}, errno: perm, evOp: OpSendmsg, reason: ReasonLoopback, dest: "127.0.0.2:9"},
+	})
+	t.Run("full mode", func(t *testing.T) {
+		runCases(t, f, full, []netCase{
+			{name: "loopback still judged by the loopback setting", op: "tcp", args: []string{"127.0.0.2:8080"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "127.0.0.2:8080"},
+			{name: "metadata through NAT64", op: "tcp", args: []string{"[64:ff9b::a9fe:a9fe]:80"}, errno: perm, evOp: OpConnect, reason: ReasonGuarded, dest: "[64:ff9b::a9fe:a9fe]:80"},
+		})
+	})
+}

@@ -33,11 +33,23 @@ var specialRanges = []netip.Prefix{
 	netip.MustParsePrefix("ff00::/8"),
 }
 
+// nat64 is the well-known NAT64 prefix (RFC 6052).
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // rebindingAllowed reports whether answer addr may be admitted for a
 // session: ordinary public addresses always, special ones only when a
 // prefix rule names their range explicitly.
 func rebindingAllowed(addr netip.Addr, rules []policy.NetRule) (bool, netip.Prefix) {
 	addr = addr.Unmap()
+	if nat64.Contains(addr) {
+		// A DNS64 answer reaches the IPv4 address it embeds through the
+		// translator: judge that address, so 64:ff9b::a9fe:a9fe is the
+		// metadata service and 64:ff9b::7f00:1 loopback.
+		b := addr.As16()
+		if ok, special := rebindingAllowed(netip.AddrFrom4([4]byte(b[12:])), rules); !ok {
+			return false, special
+		}
+	}
 	for _, special := range specialRanges {
 		if !special.Contains(addr) {
 			continue

@@ -74,6 +74,12 @@ func TestRebindingGuard(t *testing.T) {
 		{"fd00:ec2::254", false},
 		{"fe80::1", false},
 		{"2001:db8::1", true},
+		// NAT64 answers are judged by the IPv4 address they embed.
+		{"64:ff9b::a9fe:a9fe", false}, // metadata through the translator
+		{"64:ff9b::7f00:1", false},    // loopback through the translator
+		{"64:ff9b::c0a8:101", false},  // 192.168.1.1
+		{"64:ff9b::a01:203", true},    // 10.1.2.3, listed
+		{"64:ff9b::5db8:d822", true},  // a public address
 	} {
 		got, _ := rebindingAllowed(netip.MustParseAddr(tc.addr), rules)
 		if got != tc.want {

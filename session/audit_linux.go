@@ -28,11 +28,8 @@ type auditor struct {
 	launcherPID atomic.Int64
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
+	stop        *audit.Record // session_stop, written last by close
 }
-
-// kernelFlushDelay is how long stop waits for the kernel's last records:
-// the reader's own flush timeout plus a margin.
-const kernelFlushDelay = 400 * time.Millisecond
 
 func startAudit(path, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
 	a := &auditor{id: id, mode: mode, warn: warn}
@@ -105,22 +102,32 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 	if err != nil {
 		msg = fmt.Sprintf("session %s ended: %v", e.ID, err)
 	}
-	a.write(audit.Record{
-		Message: msg,
-		Process: &audit.Process{PID: e.PID},
-		User:    &audit.User{ID: fmt.Sprint(e.UID)},
+	// Written by close, after the kernel's last refusals: session_stop is
+	// the session's last record.
+	a.stop = &audit.Record{
+		Timestamp: time.Now(),
+		Message:   msg,
+		Process:   &audit.Process{PID: e.PID},
+		User:      &audit.User{ID: fmt.Sprint(e.UID)},
 		Ox: audit.Ox{Kind: audit.KindSessionStop, Session: e.ID, Layer: audit.LayerSupervisor,
 			Mode: e.Mode, PolicyDigest: e.PolicyDigest},
-	})
+	}
 }
 
-// close waits for the kernel's last records, then closes everything.
+// close collects the kernel's last records, then closes everything. It is
+// called once the session's processes are gone, so every refusal they made
+// is already queued in the kernel: cancelling makes the reader drain the
+// kernel backlog and its socket (a flood can leave thousands of records in
+// flight) rather than stop, and any it cannot read in time is written as an
+// events_lost record.
 func (a *auditor) close() {
 	if a.reader != nil {
-		time.Sleep(kernelFlushDelay)
 		a.cancel()
 		a.wg.Wait()
 		a.reader.Close()
+	}
+	if a.stop != nil {
+		a.write(*a.stop)
 	}
 	if a.sink != nil {
 		if err := a.sink.Close(); err != nil {

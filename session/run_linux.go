@@ -49,7 +49,9 @@ type RunOptions struct {
 	Cgroup   cgroup.Config
 	Registry Registry
 	// Layers are applied to the session cgroup before the launcher starts
-	// (BPF-LSM, cgroup network programs).
+	// (cgroup network programs), except those whose rules would refuse
+	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
+	// after the launcher's mount namespace is built and before it execs.
 	Layers []SessionLayer
 }
 

@@ -250,6 +250,12 @@ func (a *assembler) records(ev Event, sessionOf sessionFunc, keepAll bool) (out 
 				strconv.Itoa(domain.pid) + " (" + domain.exe + ")"
 		}
 		r.Ox.Session = a.attribute(proc, domain, sessionOf)
+		if r.Ox.Session != "" && domainID != "" && a.domains[domainID] == nil {
+			// The domain's own record (logged once, with its first
+			// refusal) may have been lost; remember whose domain this is
+			// so refusals of its processes stay attributed after they exit.
+			a.domains[domainID] = &domainInfo{session: r.Ox.Session, sessionKnown: true, checked: true}
+		}
 		if r.Ox.Session == "" {
 			unattributed++
 			if !keepAll {
@@ -266,6 +272,9 @@ func (a *assembler) attribute(proc *audit.Process, domain *domainInfo, sessionOf
 		if s, ok := sessionOf(proc.PID); ok {
 			return s
 		}
+	}
+	if domain != nil && domain.sessionKnown {
+		return domain.session
 	}
 	if domain != nil && domain.pid > 0 {
 		if !domain.checked {

@@ -19,6 +19,21 @@
 // the Landlock domain — every process carrying a session's domain descends
 // from the session's launcher.
 //
+// Loss accounting: a refusal is either written as a record or counted in
+// an events_lost record, never dropped unseen. The kernel drops records in
+// two places, both counted: its backlog (audit_status.lost, global to the
+// machine) and this socket's receive buffer (the Drops column of
+// /proc/net/netlink). Both count kernel records, not refusals, and a
+// refusal is several records (ACCESS, SYSCALL, PROCTITLE, EOE), and the
+// lost counter includes other audit users' records: so events_lost is an
+// upper bound, and records plus events_lost can exceed the refusals made.
+// Exact per-refusal counts of dropped records are impossible from
+// userspace: the kernel does not say what it dropped. When Run's context
+// ends, Run drains the kernel backlog and the socket before returning
+// (records of a flood are still in flight when the session's last process
+// exits); what a bounded drain could not read becomes an events_lost
+// record too.
+//
 // Enabling audit: Landlock only logs when audit is enabled, so Open sets
 // enabled=1 when it is 0. It does not turn it off again by default: several
 // sessions, the daemon and auditd may rely on it concurrently, and whoever

@@ -48,6 +48,9 @@ type Options struct {
 	// backlog drops its records at once; the kernel default of 64 loses
 	// most of a burst. Raising a limit never hurts another consumer.
 	MinBacklogLimit int
+	// DrainTimeout bounds how long Run keeps reading after its context
+	// ends (default 15s). See Run.
+	DrainTimeout time.Duration
 }
 
 // Stats count what a Reader saw.
@@ -58,6 +61,7 @@ type Stats struct {
 	Unattributed uint64 // refusals no session claimed
 	Overflows    uint64 // records lost to socket overflows, reported as events_lost
 	KernelLost   uint64 // increase of the kernel's lost counter, reported as events_lost
+	Unread       uint64 // records left unread when a drain timed out, reported as events_lost
 }
 
 // Reader receives kernel audit records from the NETLINK_AUDIT multicast
@@ -89,14 +93,18 @@ func Open(opts Options) (*Reader, error) {
 	if opts.FlushAfter <= 0 {
 		opts.FlushAfter = 200 * time.Millisecond
 	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 15 * time.Second
+	}
 	if opts.MinBacklogLimit == 0 {
 		opts.MinBacklogLimit = 8192
 	}
-	enabled, lost, backlogLimit, err := getStatus()
+	st, err := getStatus()
 	if err != nil {
 		return nil, err
 	}
-	if opts.MinBacklogLimit > 0 && backlogLimit < uint32(opts.MinBacklogLimit) {
+	enabled, lost := st.Enabled, st.Lost
+	if opts.MinBacklogLimit > 0 && st.BacklogLimit < uint32(opts.MinBacklogLimit) {
 		if err := setStatus(auditStatus{Mask: auditStatusBacklogLimit, BacklogLimit: uint32(opts.MinBacklogLimit)}); err != nil {
 			return nil, fmt.Errorf("raise audit backlog_limit to %d: %w", opts.MinBacklogLimit, err)
 		}
@@ -121,9 +129,9 @@ func Open(opts Options) (*Reader, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err == nil {
-		r.inode = st.Ino
+	var sockStat unix.Stat_t
+	if err := unix.Fstat(fd, &sockStat); err == nil {
+		r.inode = sockStat.Ino
 		r.drops, _ = netlinkDrops(r.inode)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.AUDIT_NLGRP_READLOG - 1)}); err != nil {
@@ -155,6 +163,16 @@ func (r *Reader) Stats() Stats {
 // every Landlock refusal attributed to a session, and for an events_lost
 // record whenever the kernel dropped records because the socket was full.
 // emit is called from Run's goroutine only.
+//
+// When ctx ends Run does not stop at once: the kernel queues a refusal's
+// records before the refused syscall returns, but delivers them later from
+// kauditd, and a flood can leave thousands of them in the kernel's backlog
+// and in the socket. Run keeps reading until the backlog is empty and the
+// socket stays quiet, so a caller that cancels after its session's
+// processes are gone gets every record. A drain that cannot finish within
+// Options.DrainTimeout (another audit user keeps the backlog busy) ends
+// with an events_lost record counting what was left unread. Close stops
+// Run at once.
 func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 	asm := newAssembler(r.opts.FlushAfter)
 	sessionOf := r.sessionOf
@@ -174,35 +192,128 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 	nextLostCheck := time.Now().Add(lostCheckInterval)
 	defer func() {
 		flush(asm.expire(time.Now().Add(24 * time.Hour)))
+		r.checkDrops(time.Now(), emit)
 		r.checkLost(emit)
 	}()
-	for ctx.Err() == nil {
+	// receive reads one datagram (or times out) and reports whether
+	// anything arrived; stop is true once Close was called.
+	receive := func() (got, stop bool, err error) {
 		n, _, err := unix.Recvfrom(r.fd, buf, 0)
 		now := time.Now()
 		switch {
 		case err == nil:
+			got = n > 0
 			for _, m := range r.parse(buf[:n]) {
 				flush(asm.add(m, now))
 			}
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 		case errors.Is(err, unix.ENOBUFS):
+			got = true
 			r.reportOverflow(now, emit)
 		default:
-			r.mu.Lock()
-			closed := r.closed
-			r.mu.Unlock()
-			if closed {
-				return nil
+			if r.isClosed() {
+				return false, true, nil
 			}
-			return fmt.Errorf("receive kernel audit records: %w", err)
+			return false, true, fmt.Errorf("receive kernel audit records: %w", err)
 		}
 		flush(asm.expire(now))
 		if now.After(nextLostCheck) {
 			r.checkLost(emit)
 			nextLostCheck = now.Add(lostCheckInterval)
 		}
+		return got, false, nil
+	}
+	for ctx.Err() == nil {
+		if _, stop, err := receive(); stop {
+			return err
+		}
+	}
+	return r.drain(receive, emit)
+}
+
+// drain reads until the kernel's audit backlog is empty and two receive
+// timeouts in a row brought nothing: kauditd multicasts a record right
+// after taking it off the backlog, so an empty backlog followed by a quiet
+// socket means every record queued before drain began was read or counted.
+func (r *Reader) drain(receive func() (got, stop bool, err error), emit func(audit.Record)) error {
+	deadline := time.Now().Add(r.opts.DrainTimeout)
+	quiet := 0
+	for quiet < 2 {
+		got, stop, err := receive()
+		if stop {
+			return err
+		}
+		if got {
+			quiet = 0
+			continue
+		}
+		st, err := getStatus()
+		switch {
+		case err != nil, st.Backlog > 0:
+			quiet = 0
+		default:
+			quiet++
+		}
+		if quiet < 2 && time.Now().After(deadline) {
+			r.reportUnread(st.Backlog, emit)
+			return nil
+		}
 	}
 	return nil
+}
+
+// reportUnread ends a drain that ran out of time: what is still in the
+// socket is counted (Landlock refusal records only) without being decoded,
+// and the kernel backlog, of which any record may be a refusal, is added
+// in full, so the count can be too high but never too low.
+func (r *Reader) reportUnread(backlog uint32, emit func(audit.Record)) {
+	buf := make([]byte, 1<<16)
+	var refusals uint64
+	for {
+		n, _, err := unix.Recvfrom(r.fd, buf, unix.MSG_DONTWAIT)
+		if err != nil || n == 0 {
+			break
+		}
+		for b := buf[:n]; len(b) >= unix.NLMSG_HDRLEN; {
+			length := int(binary.NativeEndian.Uint32(b[0:4]))
+			if binary.NativeEndian.Uint16(b[4:6]) == TypeLandlockAccess {
+				refusals++
+			}
+			aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
+			if length < unix.NLMSG_HDRLEN || aligned >= len(b) {
+				break
+			}
+			b = b[aligned:]
+		}
+	}
+	lost := refusals + uint64(backlog)
+	if lost == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.stats.Unread += lost
+	r.mu.Unlock()
+	emit(audit.Record{
+		Timestamp: time.Now(),
+		Message: fmt.Sprintf("kernel audit reader stopped after %v with records unread: %d Landlock refusal records in its socket "+
+			"and %d records of any kind still in the kernel backlog (any of which may be a refusal of this session)",
+			r.opts.DrainTimeout, refusals, backlog),
+		Ox: audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: lost},
+	})
+}
+
+func (r *Reader) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// checkDrops reports socket drops that no ENOBUFS announced yet (the
+// overflow happened after the last receive).
+func (r *Reader) checkDrops(now time.Time, emit func(audit.Record)) {
+	if drops, err := netlinkDrops(r.inode); err == nil && drops > r.drops {
+		r.reportOverflow(now, emit)
+	}
 }
 
 // reportOverflow turns a receive-buffer overflow into an events_lost
@@ -251,10 +362,11 @@ const lostCheckInterval = time.Second
 // lost records may or may not have been Landlock refusals; the record says
 // so rather than guessing.
 func (r *Reader) checkLost(emit func(audit.Record)) {
-	_, lost, _, err := getStatus()
+	st, err := getStatus()
 	if err != nil {
 		return // transient; the next check sees the whole increase
 	}
+	lost := st.Lost
 	// Without auditd the kernel also counts a record as lost when only its
 	// printk copy was rate-limited, after the multicast copy reached this
 	// reader: the count can be too high, never too low.
@@ -364,18 +476,20 @@ const (
 	auditStatusBacklogLimit = 0x10 // AUDIT_STATUS_BACKLOG_LIMIT
 )
 
-// getStatus returns audit_status.enabled (0 off, 1 on, 2 locked on),
-// .lost (records the kernel dropped) and .backlog_limit.
-func getStatus() (enabled, lost, backlogLimit uint32, err error) {
+// getStatus returns the kernel's audit_status: enabled (0 off, 1 on, 2
+// locked on), lost (records the kernel dropped), backlog_limit and backlog
+// (records queued for kauditd).
+func getStatus() (auditStatus, error) {
 	reply, err := auditRequest(unix.AUDIT_GET, nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return auditStatus{}, err
 	}
-	if len(reply) < 28 {
-		return 0, 0, 0, fmt.Errorf("%w: short AUDIT_GET reply (%d bytes)", ErrUnavailable, len(reply))
+	if len(reply) < 32 {
+		return auditStatus{}, fmt.Errorf("%w: short AUDIT_GET reply (%d bytes)", ErrUnavailable, len(reply))
 	}
 	u32 := func(off int) uint32 { return binary.NativeEndian.Uint32(reply[off : off+4]) }
-	return u32(4), u32(24), u32(20), nil
+	return auditStatus{Mask: u32(0), Enabled: u32(4), Failure: u32(8), PID: u32(12), RateLimit: u32(16),
+		BacklogLimit: u32(20), Lost: u32(24), Backlog: u32(28)}, nil
 }
 
 func setAuditEnabled(v uint32) error {

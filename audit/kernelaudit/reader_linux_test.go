@@ -457,3 +457,67 @@ func TestSocketOverflowReported(t *testing.T) {
 		t.Fatalf("%d records + %d lost < %d refusals: loss went unreported", denials, lost, n)
 	}
 }
+
+// TestCancelDrainsRecordsInFlight is the supervisor's stop sequence: the
+// session's last process has made its refusals and exited, and the reader
+// is cancelled at once, while a slow consumer still has most of them in
+// the kernel backlog and the socket. Cancelling must drain them, not drop
+// them: every refusal ends up as a record, or is covered by events_lost.
+// Before the drain, Run returned at cancel and the unread records
+// vanished without a count (DESIGN §5).
+func TestCancelDrainsRecordsInFlight(t *testing.T) {
+	probe(t)
+	for round := range 3 {
+		const n = 300
+		dir := t.TempDir()
+		target := filepath.Join(dir, "target")
+		if err := os.WriteFile(target, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var childPID atomicPID
+		r, err := Open(Options{SessionOfPID: func(pid int) (string, bool) { return "drain", pid == childPID.get() }})
+		if errors.Is(err, ErrUnavailable) {
+			t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var denials int
+		var lost uint64
+		done := make(chan error, 1)
+		go func() {
+			done <- r.Run(ctx, func(rec audit.Record) {
+				switch {
+				case rec.Ox.Kind == audit.KindDenial && rec.Ox.Session == "drain":
+					denials++
+					time.Sleep(time.Millisecond) // a consumer slower than the refusals
+				case rec.Ox.Kind == audit.KindEventsLost:
+					lost += rec.Ox.EventsLost
+				}
+			})
+		}()
+		c := startHelper(t, "burst", target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
+		childPID.set(c.cmd.Process.Pid)
+		if out := <-c.output; out != "denied="+strconv.Itoa(n) {
+			t.Fatalf("child reported %q, want all %d writes refused", out, n)
+		}
+		c.stdin.Close()
+		c.cmd.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		r.Close()
+		t.Logf("round %d: %d refusals: %d records, events_lost %d, stats %+v", round, n, denials, lost, r.Stats())
+		if denials > n {
+			t.Fatalf("%d records for %d refusals: duplicates", denials, n)
+		}
+		if uint64(denials)+lost < n {
+			t.Fatalf("%d records + %d events_lost < %d refusals: %d refusals lost silently", denials, lost, n, n-denials-int(lost))
+		}
+		if lost == 0 && denials != n {
+			t.Fatalf("%d records for %d refusals and no events_lost", denials, n)
+		}
+	}
+}

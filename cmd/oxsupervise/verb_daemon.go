@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -49,6 +51,17 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise daemon: must run as root (it creates cgroups and runs sessions as their users)")
 		return exitFail
 	}
+	var upstream []string
+	if v := os.Getenv("OXSUPERVISE_RESOLVER_UPSTREAM"); v != "" {
+		for _, hp := range strings.Split(v, ",") {
+			hp = strings.TrimSpace(hp)
+			if _, _, err := net.SplitHostPort(hp); err != nil {
+				fmt.Fprintf(s.err, "oxsupervise daemon: OXSUPERVISE_RESOLVER_UPSTREAM: %q is not host:port: %v\n", hp, err)
+				return exitUsage
+			}
+			upstream = append(upstream, hp)
+		}
+	}
 	var reg session.Registry
 	stateDir := ""
 	if *runDir != "" {
@@ -58,9 +71,10 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	srv, err := daemon.New(daemon.Options{
 		Cgroup: cgroup.Config{Parent: *cgroupParent}, Registry: reg, StateDir: stateDir,
 		Socket: *socket, AdminGroup: *adminGroup, ApprovalTimeout: *timeout, AuditPath: *auditLog,
-		ManagedDir:  os.Getenv(policy.ManagedDirEnv),
-		Unavailable: session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
-		Log:         s.err,
+		ManagedDir:       os.Getenv(policy.ManagedDirEnv),
+		Unavailable:      session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
+		Log:              s.err,
+		ResolverUpstream: upstream,
 	})
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)

@@ -1,0 +1,264 @@
+//go:build linux
+
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/loader"
+)
+
+const (
+	allowedAddr = "198.18.0.2:8080"
+	otherAddr   = "198.18.0.3:8080"
+)
+
+// startDaemonInNetns runs the daemon as a process in a new network
+// namespace whose lo carries two test addresses with listeners; the
+// sessions it starts share that namespace, the API socket is a file and
+// reachable from the test's.
+func (w *world) startDaemonInNetns(t *testing.T) *syncBuffer {
+	t.Helper()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare(1) not found (%v): cannot give the daemon a private network namespace", err)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("ip(8) not found (%v): cannot put test addresses on the private loopback", err)
+	}
+	o, _ := json.Marshal(daemonProcOpts{Socket: w.socket, ManagedDir: w.opts.ManagedDir, AuditPath: w.audit,
+		StateDir: w.opts.StateDir, PinDir: w.opts.PinDir, Parent: w.opts.Cgroup.Parent, RegistryDir: w.opts.Registry.Dir,
+		Listen: []string{allowedAddr, otherAddr}})
+	setup := `ip link set lo up && ip addr add 198.18.0.2/32 dev lo && ip addr add 198.18.0.3/32 dev lo && exec "$0"`
+	cmd := exec.Command("unshare", "--net", "sh", "-c", setup, helper)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", helperModeEnv + "=daemon", daemonOptsEnv + "=" + string(o)}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", out.String())
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon process not answering:\n%s", out.String())
+		}
+	}
+	return out
+}
+
+// requireSockAddr probes, independently of the daemon, whether cgroup
+// sock_addr programs attach here.
+func requireSockAddr(t *testing.T, w *world) {
+	t.Helper()
+	dir, err := sessionParentDir(w.opts.Cgroup)
+	if err != nil {
+		t.Skipf("no session parent cgroup: %v", err)
+	}
+	if err := loader.ProbeCgroupSockAddr(dir); err != nil {
+		t.Skipf("cgroup sock_addr programs do not attach on this kernel (%v): the network layer cannot be tested", err)
+	}
+}
+
+func readRecords(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// denialsOf maps the destinations refused by the cgroup programs for
+// session id to their records.
+func denialsOf(recs []audit.Record, id string) map[string]audit.Record {
+	out := map[string]audit.Record{}
+	for _, r := range recs {
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroup && r.Destination != nil {
+			out[netip.AddrPortFrom(r.Destination.IP, r.Destination.Port).String()] = r
+		}
+	}
+	return out
+}
+
+func startedSessions(recs []audit.Record) []string {
+	var ids []string
+	for _, r := range recs {
+		if r.Ox.Kind == "session_start" {
+			ids = append(ids, r.Ox.Session)
+		}
+	}
+	return ids
+}
+
+func connectScript(addrs ...string) string {
+	var b strings.Builder
+	for _, a := range addrs {
+		b.WriteString(helper + " " + connectVerb + " " + a + "; ")
+	}
+	b.WriteString("true")
+	return b.String()
+}
+
+// Through the daemon, an unprivileged user's allowlist and network none
+// are enforced by the daemon's cgroup programs: the allowed address
+// connects, the other is refused with EPERM, and the refusal is an audit
+// record of that session in the daemon's log.
+func TestDaemonNetworkRun(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	dlog := w.startDaemonInNetns(t)
+	if strings.Contains(dlog.String(), "cgroup network layer NOT built") {
+		t.Fatalf("the probe attaches sock_addr programs but the daemon did not build its network layer:\n%s", dlog.String())
+	}
+	for _, tc := range []struct {
+		net, allow string
+		want       map[string]string
+	}{
+		{"allowlist", allowedAddr, map[string]string{allowedAddr: "ok", otherAddr: "EPERM"}},
+		{"none", "-", map[string]string{allowedAddr: "EPERM", otherAddr: "EPERM"}},
+	} {
+		t.Run(tc.net, func(t *testing.T) {
+			before := len(startedSessions(readRecords(t, w.audit)))
+			res := w.runHelper(t, nobody, w.ws, nil, "netrun", w.ws, tc.net, tc.allow, "sh", "-c", connectScript(allowedAddr, otherAddr))
+			if res.code != 0 {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+			}
+			for addr, want := range tc.want {
+				if !strings.Contains(res.stdout, addr+"="+want+"\n") {
+					t.Errorf("connect %s: want %s; stdout:\n%s\nstderr:\n%s", addr, want, res.stdout, res.stderr)
+				}
+			}
+			if strings.Contains(res.stderr, "network namespace instead") {
+				t.Errorf("the session fell back to a network namespace: %s", res.stderr)
+			}
+			recs := readRecords(t, w.audit)
+			ids := startedSessions(recs)
+			if len(ids) != before+1 {
+				t.Fatalf("session_start records: %v, want one more than %d", ids, before)
+			}
+			denials := denialsOf(recs, ids[len(ids)-1])
+			for addr, want := range tc.want {
+				_, denied := denials[addr]
+				if denied != (want == "EPERM") {
+					t.Errorf("%s: denial record %v, want %v (records of session %s: %v)", addr, denied, want == "EPERM", ids[len(ids)-1], denials)
+				}
+			}
+		})
+	}
+}
+
+// Attach through the daemon with network rules: the attached process is
+// held to its allowlist by the daemon's programs, with audit records, and
+// the rules are released when the session ends.
+func TestDaemonNetworkAttach(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	w.startDaemonInNetns(t)
+	// The target runs in the daemon's namespace (nsenter by the daemon
+	// pid would need the pid; the sessions' namespace is the daemon's).
+	fifo := filepath.Join(w.ws, "go")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(fifo, nobody, nobody)
+	dpid := daemonPID(t, w)
+	script := "read x < " + fifo + "; " + connectScript(allowedAddr, otherAddr)
+	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(dpid)+"/ns/net", "--", "sh", "-c", script)
+	target.Dir = w.ws
+	target.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
+	var out strings.Builder
+	target.Stdout, target.Stderr = &out, &out
+	if err := target.Start(); err != nil {
+		t.Skipf("nsenter into the daemon's network namespace: %v", err)
+	}
+	defer target.Process.Kill()
+	// nsenter execs sh in place: the pid is the target.
+	time.Sleep(200 * time.Millisecond)
+	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+	var ar struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
+		t.Fatalf("attach answer %q: %v", res.stdout, err)
+	}
+	if err := os.WriteFile(fifo, []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	target.Wait()
+	got := out.String()
+	if !strings.Contains(got, allowedAddr+"=ok\n") || !strings.Contains(got, otherAddr+"=EPERM\n") {
+		t.Fatalf("attached process: want %s ok and %s EPERM, got:\n%s", allowedAddr, otherAddr, got)
+	}
+	// The session ends with its last process: the daemon releases its
+	// rules (writing the refusals first) and removes the group.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids, _ := cgroupSessions(w)
+		if len(ids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attach session groups left after the process exited: %v", ids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	denials := denialsOf(readRecords(t, w.audit), ar.Session.ID)
+	if _, ok := denials[otherAddr]; !ok {
+		t.Errorf("no denial record for %s in session %s", otherAddr, ar.Session.ID)
+	}
+	if _, ok := denials[allowedAddr]; ok {
+		t.Errorf("a denial record for the allowed %s", allowedAddr)
+	}
+}
+
+// daemonPID asks the daemon for its pid (GET /health).
+func daemonPID(t *testing.T, w *world) int {
+	t.Helper()
+	var h struct {
+		PID int `json:"pid"`
+	}
+	c := &Client{Socket: w.socket}
+	if err := c.do(t.Context(), "GET", "/health", nil, &h); err != nil || h.PID <= 0 {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	return h.PID
+}
