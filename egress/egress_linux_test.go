@@ -929,3 +929,30 @@ func TestLoopbackExplicitAllowEntry(t *testing.T) {
 		})
 	})
 }
+
+// An IPv4 loose source route (IP_OPTIONS, no privilege needed) makes the
+// header destination the route's first hop while connect() names an
+// allowed address: the connect hook judges the allowed one, so the floor
+// must judge what the packet really carries, and drop it.
+func TestSourceRouteCaughtByFloor(t *testing.T) {
+	f := newFixture(t, Config{})
+	listen(t, ap(hostA, 8080), ap(hostE, 8080))
+	s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.PrefixFrom(hostA, 32), Ports: []policy.PortRange{{First: 8080, Last: 8080}}}}})
+	// The receiving side drops source-routed packets anyway
+	// (accept_source_route=0), so a failed connect proves nothing by
+	// itself: the floor's event for the hop is what shows the packet never
+	// left the session.
+	before := f.eventCount(s.id)
+	r := run(t, s, "tcp-lsrr", ap(hostA, 8080), hostE.String())
+	if r.Errno == "" {
+		t.Fatalf("connect to %s routed through %s succeeded: the floor let a refused header destination out", ap(hostA, 8080), hostE)
+	}
+	if _, ok := f.waitEvent(t, s.id, func(e Event) bool {
+		return e.Op == OpSkbEgress && e.Destination.Addr() == hostE
+	}); !ok {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t.Fatalf("connect failed with %s but no egress-floor event for the hop %s (events: %+v)", r.Err, hostE, f.events[before:])
+	}
+}

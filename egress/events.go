@@ -132,7 +132,8 @@ type DNSRefusal struct {
 	Name     string // normalized: lower case, no trailing dot
 	Type     string // "A", "AAAA", ...
 	// Reason is "not-allowed", "rebinding" (an allowed name answered with
-	// a guarded address) or "upstream" (no usable answer; fail closed).
+	// a guarded address), "upstream" (no usable answer; fail closed) or
+	// "busy" (too many lookups of the session outstanding; SERVFAIL).
 	Reason string
 	// Address is the refused answer for Reason "rebinding".
 	Address netip.Addr

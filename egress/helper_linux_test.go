@@ -72,6 +72,8 @@ func runHelper(op string) int {
 		emit(resultOf(udpSendto(args[0])))
 	case "tfo":
 		emit(resultOf(tcpFastOpen(args[0])))
+	case "tcp-lsrr":
+		emit(resultOf(tcpLooseSourceRoute(args[0], args[1])))
 	case "raw":
 		emit(resultOf(openSocket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)))
 	case "ping":
@@ -258,6 +260,47 @@ func udpSendto(target string) error {
 	}
 	defer unix.Close(fd)
 	return unix.Sendto(fd, []byte("x"), 0, sa)
+}
+
+// tcpLooseSourceRoute connects to target with an IPv4 loose source route
+// through hop (IP_OPTIONS, which needs no privilege): the packets' header
+// destination is then hop, not the address connect() names. It returns
+// ETIMEDOUT when no answer came within a second.
+func tcpLooseSourceRoute(target, hop string) error {
+	dst, err := netip.ParseAddrPort(target)
+	if err != nil {
+		return err
+	}
+	via, err := netip.ParseAddr(hop)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	h := via.As4()
+	opts := []byte{1 /* NOP */, 131 /* LSRR */, 7, 4, h[0], h[1], h[2], h[3]}
+	if err := unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, string(opts)); err != nil {
+		return fmt.Errorf("set IP_OPTIONS: %w", err)
+	}
+	err = unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())})
+	if err != unix.EINPROGRESS {
+		return err
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 1000); err != nil {
+		return err
+	} else if n == 0 {
+		return unix.ETIMEDOUT
+	}
+	if soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil {
+		return err
+	} else if soErr != 0 {
+		return unix.Errno(soErr)
+	}
+	return nil
 }
 
 func tcpFastOpen(target string) error {

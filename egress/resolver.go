@@ -28,6 +28,12 @@ type ResolverConfig struct {
 	Timeout time.Duration
 	// OnRefusal, when set, receives every refused query (for audit).
 	OnRefusal func(DNSRefusal)
+	// MaxInflight bounds the upstream lookups one session may have
+	// outstanding (default 64); queries beyond it get SERVFAIL at once.
+	// Without a bound a session flooding random names under an allowed
+	// wildcard would pile up a goroutine and a socket per query in the
+	// root supervisor for as long as upstream takes to time out.
+	MaxInflight int
 }
 
 // Resolver answers a session's DNS for the names its policy allows and
@@ -44,6 +50,9 @@ type Resolver struct {
 func NewResolver(cfg ResolverConfig, admit AdmitFunc) *Resolver {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 64
 	}
 	return &Resolver{cfg: cfg, admit: admit}
 }
@@ -63,6 +72,7 @@ type SessionResolver struct {
 	addrs    ResolverAddrs
 	servers  []*dns.Server
 	wg       sync.WaitGroup
+	inflight chan struct{} // one token per outstanding upstream lookup
 }
 
 // Start opens the session's listeners on 127.0.0.1 (and ::1 when
@@ -72,7 +82,7 @@ func (r *Resolver) Start(cgroupID uint64, n policy.Network) (*SessionResolver, e
 	if _, err := r.upstream(); err != nil {
 		return nil, err
 	}
-	s := &SessionResolver{r: r, cgroupID: cgroupID, net: n}
+	s := &SessionResolver{r: r, cgroupID: cgroupID, net: n, inflight: make(chan struct{}, r.cfg.MaxInflight)}
 	udp4, tcp4, err := listenPair("127.0.0.1")
 	if err != nil {
 		return nil, fmt.Errorf("start session resolver: %w", err)
@@ -182,6 +192,18 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA {
 		// An allowed name, but no record type that admits an address:
 		// answer "no data" instead of carrying arbitrary payloads.
+		w.WriteMsg(resp)
+		return
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		resp.Rcode = dns.RcodeServerFailure
+		if s.r.cfg.OnRefusal != nil {
+			s.r.cfg.OnRefusal(DNSRefusal{CgroupID: s.cgroupID, Name: name, Type: dns.TypeToString[q.Qtype],
+				Reason: "busy", Client: client})
+		}
 		w.WriteMsg(resp)
 		return
 	}

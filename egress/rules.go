@@ -118,6 +118,12 @@ func hostMatches(pattern, name string) bool {
 // matchHost returns the port ranges every host rule matching name admits,
 // and whether any rule matched.
 func matchHost(rules []policy.NetRule, name string) ([]policy.PortRange, bool) {
+	if strings.ContainsRune(name, '\\') {
+		// A presentation-format escape: `evil\.example.com` is one label
+		// "evil.example" under com, yet ends in ".example.com" as text.
+		// No hostname needs escapes, so none matches.
+		return nil, false
+	}
 	var ports []policy.PortRange
 	matched := false
 	for _, r := range rules {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/miekg/dns"
+
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -183,5 +185,34 @@ func TestDecodeEvent(t *testing.T) {
 	}
 	if _, err := DecodeEvent(raw[:10]); err == nil {
 		t.Error("short record accepted")
+	}
+}
+
+// A label with a dot inside ("evil.example" under com) arrives as the
+// escaped name `evil\.example.com.`, which ends in ".example.com" as text
+// but is not below example.com: it must not match.
+func TestMatchHostRejectsEscapedNames(t *testing.T) {
+	rules := []policy.NetRule{{Host: "**.example.com"}, {Host: "*.example.com"}, {Host: "example.com"}}
+	q := new(dns.Msg)
+	q.SetQuestion(`evil\.example.com.`, dns.TypeA)
+	wire, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got dns.Msg
+	if err := got.Unpack(wire); err != nil {
+		t.Fatal(err)
+	}
+	name := got.Question[0].Name
+	if dns.CountLabel(name) != 2 {
+		t.Fatalf("%q has %d labels on the wire, want 2 (the test's premise)", name, dns.CountLabel(name))
+	}
+	for _, n := range []string{name, `a.evil\.example.com.`, `example\.com.`, `x\046example.com.`} {
+		if ports, ok := matchHost(rules, normalizeName(n)); ok {
+			t.Errorf("matchHost(%q) = %v: an escaped name matched", n, ports)
+		}
+	}
+	if _, ok := matchHost(rules, "ok.example.com"); !ok {
+		t.Error("ok.example.com no longer matches")
 	}
 }

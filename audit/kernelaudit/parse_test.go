@@ -167,3 +167,30 @@ func TestAssembleUnattributedAndNetwork(t *testing.T) {
 		t.Fatalf("destination %+v network %+v", d, recs[0].Network)
 	}
 }
+
+// TestAttributionSurvivesLostDomainRecord: the domain's allocation record
+// comes once, with its first refusal, and the kernel may drop it in a
+// flood. A refusal attributed through a live pid then teaches the
+// assembler whose domain it is, so later refusals of that domain whose
+// acting process has exited (or whose SYSCALL record was dropped) are
+// still the session's rather than silently unattributed.
+func TestAttributionSurvivesLostDomainRecord(t *testing.T) {
+	a := newAssembler(time.Millisecond)
+	now := time.Unix(100, 0)
+	a.add(mustParse(t, TypeLandlockAccess, `audit(100.1:20): domain=d9 blockers=fs.write_file path="/etc/x" dev="vda" ino=3`), now)
+	a.add(mustParse(t, TypeSyscall, `audit(100.1:20): arch=c000003e syscall=257 success=no exit=-13 ppid=1 pid=70 uid=0 comm="w" exe="/w"`), now)
+	a.add(mustParse(t, TypeLandlockAccess, `audit(100.2:21): domain=d9 blockers=fs.write_file path="/etc/y" dev="vda" ino=4`), now)
+	evs := a.expire(now.Add(time.Second))
+	if len(evs) != 2 {
+		t.Fatalf("flushed %d events, want 2", len(evs))
+	}
+	alive := sessions(map[int]string{70: "s9"})
+	if recs, _ := a.records(evs[0], alive, false); len(recs) != 1 || recs[0].Ox.Session != "s9" {
+		t.Fatalf("first refusal: %+v", recs)
+	}
+	// pid 70 has exited: no pid map, no cgroup, no domain record.
+	recs, unattributed := a.records(evs[1], sessions(nil), false)
+	if unattributed != 0 || len(recs) != 1 || recs[0].Ox.Session != "s9" {
+		t.Fatalf("refusal without pid: %d records (%+v), %d unattributed; want it attributed to s9 through its domain", len(recs), recs, unattributed)
+	}
+}

@@ -247,11 +247,13 @@ func (r *Reader) drain(receive func() (got, stop bool, err error), emit func(aud
 			quiet = 0
 			continue
 		}
+		// Without a readable backlog (a transient AUDIT_GET failure) the
+		// quiet socket is the best evidence left; stalling every session
+		// stop for the whole DrainTimeout would be worse.
 		st, err := getStatus()
-		switch {
-		case err != nil, st.Backlog > 0:
+		if err == nil && st.Backlog > 0 {
 			quiet = 0
-		default:
+		} else {
 			quiet++
 		}
 		if quiet < 2 && time.Now().After(deadline) {
