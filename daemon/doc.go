@@ -8,6 +8,12 @@
 // session (the escape hatch of DESIGN §2). It also has the client the CLI
 // uses when the daemon is running.
 //
+// The enforcement layers (cgroup BPF network rules, BPF-LSM filesystem
+// rules where usable) are built once when the daemon starts and applied to
+// every session it creates or attaches; a layer that cannot be built is
+// logged and its sessions get session's fallbacks or a refusal, never a
+// silently weaker boundary.
+//
 // File descriptors (a client's stdin, stdout and stderr) travel as
 // SCM_RIGHTS ancillary data on the bytes of the request that needs them;
 // see docs/daemon.md for the wire protocol.

@@ -234,18 +234,26 @@ func sessionParentDir(cfg cgroup.Config) (string, error) {
 // is still there, removes it with its record.
 func (s *Server) watchAttached(id string, cgID uint64) {
 	defer s.work.Done()
-	g, err := cgroup.OpenSession(s.opts.Cgroup, id)
+	dir, err := sessionParentDir(s.opts.Cgroup)
 	if err != nil {
-		s.endAttached(id, cgID, false)
+		s.zl.Error().Str("session", id).Err(err).Msg("cannot watch attach session; its layers stay applied until the daemon stops")
 		return
 	}
+	events := filepath.Join(dir, id, "cgroup.events")
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.events"))
-		if err != nil || strings.Contains(string(b), "populated 0") {
-			s.endAttached(id, cgID, err == nil)
+		b, err := os.ReadFile(events)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			s.endAttached(id, cgID, false)
 			return
+		case err == nil && strings.Contains(string(b), "populated 0"):
+			s.endAttached(id, cgID, true)
+			return
+		case err != nil:
+			// Transient (or a bug): keep the rules, keep watching.
+			s.zl.Warn().Str("session", id).Err(err).Msg("read cgroup.events")
 		}
 		select {
 		case <-s.stopping:
@@ -270,7 +278,7 @@ func (s *Server) endAttached(id string, cgID uint64, groupLeft bool) {
 		}
 	}
 	s.forget(id)
-	s.log.Printf("session %s: attach session ended (no process left)", id)
+	s.zl.Info().Str("session", id).Bool("group_was_left", groupLeft).Msg("attach session ended: no process left; its layers are released")
 }
 
 // reapply gives an adopted attach session its layers again: the previous

@@ -28,7 +28,10 @@ const (
 // namespace whose lo carries two test addresses with listeners; the
 // sessions it starts share that namespace, the API socket is a file and
 // reachable from the test's.
-func (w *world) startDaemonInNetns(t *testing.T) *syncBuffer {
+//
+// With nsPID > 0 the daemon joins the network namespace of process nsPID
+// instead (one set up by an earlier call), as a restarted daemon would.
+func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skipf("unshare(1) not found (%v): cannot give the daemon a private network namespace", err)
@@ -41,6 +44,9 @@ func (w *world) startDaemonInNetns(t *testing.T) *syncBuffer {
 		Listen: []string{allowedAddr, otherAddr}})
 	setup := `ip link set lo up && ip addr add 198.18.0.2/32 dev lo && ip addr add 198.18.0.3/32 dev lo && exec "$0"`
 	cmd := exec.Command("unshare", "--net", "sh", "-c", setup, helper)
+	if nsPID > 0 {
+		cmd = exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(nsPID)+"/ns/net", "--", helper)
+	}
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", helperModeEnv + "=daemon", daemonOptsEnv + "=" + string(o)}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -66,7 +72,7 @@ func (w *world) startDaemonInNetns(t *testing.T) *syncBuffer {
 			t.Fatalf("daemon process not answering:\n%s", out.String())
 		}
 	}
-	return out
+	return cmd, out
 }
 
 // requireSockAddr probes, independently of the daemon, whether cgroup
@@ -140,7 +146,7 @@ func connectScript(addrs ...string) string {
 func TestDaemonNetworkRun(t *testing.T) {
 	w := newWorld(t)
 	requireSockAddr(t, w)
-	dlog := w.startDaemonInNetns(t)
+	_, dlog := w.startDaemonInNetns(t, 0)
 	if strings.Contains(dlog.String(), "cgroup network layer NOT built") {
 		t.Fatalf("the probe attaches sock_addr programs but the daemon did not build its network layer:\n%s", dlog.String())
 	}
@@ -187,27 +193,34 @@ func TestDaemonNetworkRun(t *testing.T) {
 func TestDaemonNetworkAttach(t *testing.T) {
 	w := newWorld(t)
 	requireSockAddr(t, w)
-	w.startDaemonInNetns(t)
+	w.startDaemonInNetns(t, 0)
 	// The target runs in the daemon's namespace (nsenter by the daemon
 	// pid would need the pid; the sessions' namespace is the daemon's).
-	fifo := filepath.Join(w.ws, "go")
-	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
-		t.Fatal(err)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skipf("nsenter(1) not found (%v): cannot start a process in the daemon's network namespace", err)
 	}
-	os.Chown(fifo, nobody, nobody)
+	goFile := filepath.Join(w.ws, "go")
 	dpid := daemonPID(t, w)
-	script := "read x < " + fifo + "; " + connectScript(allowedAddr, otherAddr)
-	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(dpid)+"/ns/net", "--", "sh", "-c", script)
+	script := "while [ ! -e " + goFile + " ]; do sleep 0.05; done; " + connectScript(allowedAddr, otherAddr)
+	// nsenter (root, for setns) drops to nobody and execs sh in place:
+	// its pid is the target's.
+	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(dpid)+"/ns/net", "--setuid", itoa(nobody), "--setgid", itoa(nobody), "--", "sh", "-c", script)
 	target.Dir = w.ws
-	target.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
-	var out strings.Builder
+	var out syncBuffer
 	target.Stdout, target.Stderr = &out, &out
 	if err := target.Start(); err != nil {
-		t.Skipf("nsenter into the daemon's network namespace: %v", err)
+		t.Fatal(err)
 	}
 	defer target.Process.Kill()
-	// nsenter execs sh in place: the pid is the target.
-	time.Sleep(200 * time.Millisecond)
+	// Attach only once it runs as nobody (nsenter drops uid before exec).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
+		}
+	}
 	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
 	if res.code != 0 {
 		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
@@ -220,10 +233,16 @@ func TestDaemonNetworkAttach(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
 		t.Fatalf("attach answer %q: %v", res.stdout, err)
 	}
-	if err := os.WriteFile(fifo, []byte("go\n"), 0); err != nil {
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	target.Wait()
+	waited := make(chan struct{})
+	go func() { target.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("attached process did not finish: %s", out.String())
+	}
 	got := out.String()
 	if !strings.Contains(got, allowedAddr+"=ok\n") || !strings.Contains(got, otherAddr+"=EPERM\n") {
 		t.Fatalf("attached process: want %s ok and %s EPERM, got:\n%s", allowedAddr, otherAddr, got)
@@ -261,4 +280,96 @@ func daemonPID(t *testing.T, w *world) int {
 		t.Fatalf("health: %+v %v", h, err)
 	}
 	return h.PID
+}
+
+// A daemon whose network layer did not build keeps serving, logs it at
+// error level, and never runs a session under a weaker boundary: an
+// allowlist is refused with 125 naming the layer, network none falls back
+// to an empty network namespace and the client is told.
+func TestDaemonNetworkLayerUnbuilt(t *testing.T) {
+	w := newWorld(t)
+	w.opts.Unavailable = map[string]bool{"network": true}
+	w.start(t)
+	if !strings.Contains(w.log.String(), `"level":"error"`) || !strings.Contains(w.log.String(), "cgroup network layer NOT built") {
+		t.Fatalf("no error-level log line for the missing network layer:\n%s", w.log.String())
+	}
+	res := w.runHelper(t, nobody, w.ws, nil, "netrun", w.ws, "allowlist", allowedAddr, "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "network") {
+		t.Fatalf("allowlist without the network layer: exit %d, want 125 naming the network layer\nstderr %s", res.code, res.stderr)
+	}
+	if ids, _ := cgroupSessions(w); len(ids) != 0 {
+		t.Fatalf("a refused session left groups: %v", ids)
+	}
+	res = w.runHelper(t, nobody, w.ws, nil, "netrun", w.ws, "none", "-", "sh", "-c", connectScript(otherAddr))
+	if res.code != 0 || !strings.Contains(res.stderr, "empty network namespace instead") {
+		t.Fatalf("none without the network layer: exit %d, want 0 with a fallback warning\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+	// In an empty namespace the address does not exist: ENETUNREACH, not
+	// a connection.
+	if strings.Contains(res.stdout, otherAddr+"=ok") || !strings.Contains(res.stdout, otherAddr+"=") {
+		t.Fatalf("connect in the fallback namespace: %s", res.stdout)
+	}
+}
+
+// The network programs live in the daemon process, so a kill -9 takes
+// them away; the next daemon adopts the attach session and applies its
+// allowlist again from the saved policy.
+func TestDaemonNetworkReappliedOnAdopt(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skipf("nsenter(1) not found (%v)", err)
+	}
+	d1, _ := w.startDaemonInNetns(t, 0)
+	go1, go2 := filepath.Join(w.ws, "go1"), filepath.Join(w.ws, "go2")
+	wait := func(f string) string { return "while [ ! -e " + f + " ]; do sleep 0.05; done; " }
+	script := wait(go1) + connectScript(allowedAddr, otherAddr) + "; echo round1; " + wait(go2) + connectScript(allowedAddr, otherAddr)
+	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(d1.Process.Pid)+"/ns/net", "--setuid", itoa(nobody), "--setgid", itoa(nobody), "--", "sh", "-c", script)
+	target.Dir = w.ws
+	var out syncBuffer
+	target.Stdout, target.Stderr = &out, &out
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer target.Process.Kill()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
+		}
+	}
+	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+	var ar AttachResult
+	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
+		t.Fatalf("attach answer %q: %v", res.stdout, err)
+	}
+	round := func(n int, marker string) string {
+		t.Helper()
+		os.WriteFile(marker, nil, 0o644)
+		for deadline := time.Now().Add(10 * time.Second); strings.Count(out.String(), otherAddr+"=") < n || (n == 1 && !strings.Contains(out.String(), "round1\n")); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d did not finish: %s", n, out.String())
+			}
+		}
+		return strings.Split(out.String(), "round1\n")[n-1]
+	}
+	r1 := round(1, go1)
+	if !strings.Contains(r1, allowedAddr+"=ok\n") || !strings.Contains(r1, otherAddr+"=EPERM\n") {
+		t.Fatalf("before the restart: %s", out.String())
+	}
+	d1.Process.Signal(syscall.SIGKILL)
+	d1.Wait()
+	_, log2 := w.startDaemonInNetns(t, target.Process.Pid)
+	if !strings.Contains(log2.String(), "session "+ar.Session.ID+": layers applied again") {
+		t.Fatalf("restarted daemon did not apply the session's layers again:\n%s", log2.String())
+	}
+	r2 := round(2, go2)
+	if !strings.Contains(r2, allowedAddr+"=ok\n") || !strings.Contains(r2, otherAddr+"=EPERM\n") {
+		t.Fatalf("after the restart, want %s ok and %s EPERM: %q", allowedAddr, otherAddr, r2)
+	}
 }

@@ -30,6 +30,8 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
+var errNotServing = errors.New("the daemon builds its layers when it starts serving")
+
 // Options configure a Server.
 type Options struct {
 	// Socket is the API socket path; "" means DefaultSocket.
@@ -119,9 +121,11 @@ func New(opts Options) (*Server, error) {
 	zl := zerolog.New(opts.Log).With().Timestamp().Str("component", "oxsupervise-daemon").Logger()
 	s := &Server{
 		opts: opts, adminGID: -1,
-		zl: zl, log: log.New(zl, "", 0),
+		zl: zl, log: log.New(zl.With().Str("level", "info").Logger(), "", 0),
 		stopping: make(chan struct{}),
-		enf:      &enforcement{attached: map[uint64][]teardown{}},
+		// Replaced by the layers Serve builds; until then nothing is.
+		enf: &enforcement{attached: map[uint64][]teardown{},
+			netErr: errNotServing, fsErr: errNotServing},
 		sessions: map[string]*managed{},
 		pending:  map[string]*pendingApproval{},
 		calls:    map[string]*callTrack{},
@@ -153,7 +157,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
-	s.enf = buildEnforcement(s.opts, s.zl, s.log.Writer())
+	// The layers' own warnings (audit records that could not be written,
+	// lost kernel events) are log lines at warn level.
+	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())
 	defer s.closeEnforcement()
 	for _, line := range s.adopt(ctx) {
 		s.log.Print(line)

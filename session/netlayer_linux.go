@@ -437,6 +437,9 @@ func dnsRecord(d egress.DNSRefusal, ns *netSession) *audit.Record {
 		rule = "no usable upstream answer (fail closed)"
 	case "rebinding":
 		rule = "allowed name answered with a guarded address (DNS rebinding)"
+	case "busy":
+		rcode = "SERVFAIL"
+		rule = "too many outstanding lookups for this session (resolver bound)"
 	}
 	r := &audit.Record{
 		Message: fmt.Sprintf("dns query %s %s refused: %s", d.Type, d.Name, d.Reason),
