@@ -798,6 +798,14 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "pid %d: %v", req.PID, err))
 		return
 	}
+	// The owner was read through the pid number: it belongs to the process
+	// the pidfd pins only if that process is still alive now (a pid is not
+	// reused while its process exists). session.Attach checks the owner
+	// again when it moves the tree.
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "pid %d exited while being checked", req.PID))
+		return
+	}
 	if (ruid != p.UID || euid != p.UID) && p.UID != 0 {
 		writeError(w, errorf(http.StatusForbidden, "forbidden", "pid %d belongs to uid %d (real %d), not to the caller (uid %d): only its owner or root may attach it", req.PID, euid, ruid, p.UID))
 		return
