@@ -198,9 +198,9 @@ func TestMatchHost(t *testing.T) {
 	}{
 		{"github.com", "GitHub.com.", true},
 		{"github.com", "api.github.com", false},
-		{"*.npmjs.org", "registry.npmjs.org", true},
-		{"*.npmjs.org", "a.b.npmjs.org", false},
-		{"*.npmjs.org", "npmjs.org", false},
+		{"*.packages.test", "mirror.packages.test", true},
+		{"*.packages.test", "a.b.packages.test", false},
+		{"*.packages.test", "packages.test", false},
 		{"**.example.com", "a.b.example.com", true},
 		{"**.example.com", "example.com", false},
 		{"**.example.com", "badexample.com", false},
