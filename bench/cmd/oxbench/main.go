@@ -139,6 +139,7 @@ func runMain(args []string) int {
 			failed = true
 		}
 		for _, r := range reps {
+			r.RunAt = time.Now().UTC().Format(time.RFC3339)
 			if err := r.write(e.out); err != nil {
 				fmt.Fprintf(os.Stderr, "oxbench: write %s: %v\n", r.ID, err)
 				failed = true
