@@ -25,6 +25,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // Approval kinds.
@@ -440,15 +441,8 @@ func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, s
 	}()
 	err = cmd.Wait()
 	close(done)
-	if err == nil {
-		return 0, nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
+	if code, ok := session.ExitStatus(err); ok {
+		return code, nil
 	}
 	return 1, err
 }

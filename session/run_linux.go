@@ -492,15 +492,8 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	}()
 	err = cmd.Wait()
 	close(done)
-	if err == nil {
-		return 0, nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
+	if code, ok := ExitStatus(err); ok {
+		return code, nil
 	}
 	return 0, fmt.Errorf("wait for session %s: %w", entry.ID, err)
 }
