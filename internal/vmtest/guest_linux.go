@@ -146,6 +146,21 @@ func guestPath(p string) string {
 	return p
 }
 
+// guestEnv maps job environment values that are host paths (such as the
+// CLI binary built beside the test binaries) to where the guest sees them,
+// as guestPath does for the binary and directory: a checkout under the
+// host's /tmp would otherwise be hidden by the guest's own tmpfs.
+func guestEnv(env []string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			kv = k + "=" + guestPath(v)
+		}
+		out[i] = kv
+	}
+	return out
+}
+
 func runJob(j Job) int {
 	ctx := context.Background()
 	if j.Timeout > 0 {
@@ -162,7 +177,7 @@ func runJob(j Job) int {
 		"USER=root",
 		"LANG=C.UTF-8",
 		"OXSUPERVISE_VMTEST=1",
-	}, j.Env...)
+	}, guestEnv(j.Env)...)
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stdout
 	cmd.WaitDelay = 5 * time.Second

@@ -16,3 +16,23 @@ func TestGuestPath(t *testing.T) {
 		}
 	}
 }
+
+func TestGuestEnv(t *testing.T) {
+	got := guestEnv([]string{
+		CLIEnv + "=/tmp/clone/.vmtest/run-1/oxsupervise",
+		"PLAIN=value",
+		"ELSEWHERE=/work/main/bin/x",
+		"NOEQUALS",
+	})
+	want := []string{
+		CLIEnv + "=" + hostTmp + "/clone/.vmtest/run-1/oxsupervise",
+		"PLAIN=value",
+		"ELSEWHERE=/work/main/bin/x",
+		"NOEQUALS",
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("guestEnv[%d] = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
