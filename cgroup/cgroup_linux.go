@@ -96,6 +96,22 @@ func (c Config) resolve() (mount, parent string, err error) {
 	return mount, filepath.Clean(parent), nil
 }
 
+// ParentDir returns the directory of the group that holds the session
+// groups (<mount>/<parent>), creating it if needed: NewSession puts
+// sessions there, and the network programs attach there once for all of
+// them.
+func ParentDir(cfg Config) (string, error) {
+	mount, parent, err := cfg.resolve()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(mount, parent)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create session parent group: %w", err)
+	}
+	return dir, nil
+}
+
 // NewSession creates the session group <mount>/<parent>/<id>, which must not
 // exist yet, and applies limits where cgroup2 has the controller: it enables
 // the controller in every ancestor's cgroup.subtree_control from the mount

@@ -49,7 +49,7 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	case opts.Unavailable[session.LayerNetwork]:
 		e.netErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
 	default:
-		parent, err := sessionParentDir(opts.Cgroup)
+		parent, err := cgroup.ParentDir(opts.Cgroup)
 		if err == nil {
 			e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Warn: warn})
 		}
@@ -206,35 +206,12 @@ func (e *enforcement) close() error {
 	return errors.Join(errs...)
 }
 
-// sessionParentDir returns (creating it) the cgroup v2 directory that
-// holds the session groups, where cgroup.NewSession puts them and where
-// the network programs attach.
-func sessionParentDir(cfg cgroup.Config) (string, error) {
-	mount := cfg.Mount
-	if mount == "" {
-		m, err := cgroup.Cgroup2Mount()
-		if err != nil {
-			return "", err
-		}
-		mount = m
-	}
-	parent := cfg.Parent
-	if parent == "" {
-		parent = cgroup.DefaultParent
-	}
-	dir := filepath.Join(mount, filepath.Clean("/"+parent))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create session parent group: %w", err)
-	}
-	return dir, nil
-}
-
 // watchAttached waits until the attach session id (cgroup cgID) has no
 // process left or is stopped, then releases its layers and, if its group
 // is still there, removes it with its record.
 func (s *Server) watchAttached(id string, cgID uint64) {
 	defer s.work.Done()
-	dir, err := sessionParentDir(s.opts.Cgroup)
+	dir, err := cgroup.ParentDir(s.opts.Cgroup)
 	if err != nil {
 		s.zl.Error().Str("session", id).Err(err).Msg("cannot watch attach session; its layers stay applied until the daemon stops")
 		return

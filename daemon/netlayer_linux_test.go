@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -79,7 +80,7 @@ func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuf
 // sock_addr programs attach here.
 func requireSockAddr(t *testing.T, w *world) {
 	t.Helper()
-	dir, err := sessionParentDir(w.opts.Cgroup)
+	dir, err := cgroup.ParentDir(w.opts.Cgroup)
 	if err != nil {
 		t.Skipf("no session parent cgroup: %v", err)
 	}

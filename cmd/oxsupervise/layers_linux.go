@@ -155,7 +155,7 @@ func buildFSLayer(req layerRequest) (builtLayer, error) {
 }
 
 func newNetworkLayer(req layerRequest) (*session.NetworkLayer, error) {
-	parent, err := sessionParentDir(req.cgroup)
+	parent, err := cgroup.ParentDir(req.cgroup)
 	if err != nil {
 		return nil, err
 	}
@@ -170,28 +170,6 @@ func newNetworkLayer(req layerRequest) (*session.NetworkLayer, error) {
 		}
 	}
 	return session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: upstream, Warn: req.warn})
-}
-
-// sessionParentDir returns (creating it) the cgroup v2 directory that
-// holds the session groups, where cgroup.NewSession puts them.
-func sessionParentDir(cfg cgroup.Config) (string, error) {
-	mount := cfg.Mount
-	if mount == "" {
-		m, err := cgroup.Cgroup2Mount()
-		if err != nil {
-			return "", err
-		}
-		mount = m
-	}
-	parent := cfg.Parent
-	if parent == "" {
-		parent = cgroup.DefaultParent
-	}
-	dir := filepath.Join(mount, filepath.Clean("/"+parent))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create session parent group: %w", err)
-	}
-	return dir, nil
 }
 
 // holdAttached keeps an attached session's layers alive: they live in this
