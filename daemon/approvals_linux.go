@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -203,33 +204,16 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
-	sortApprovals(out)
+	slices.SortStableFunc(out, func(a, b Approval) int { return a.Created.Compare(b.Created) })
 	writeJSON(w, http.StatusOK, out)
 }
 
-func sortApprovals(list []Approval) {
-	for i := 1; i < len(list); i++ {
-		for j := i; j > 0 && list[j].Created.Before(list[j-1].Created); j-- {
-			list[j], list[j-1] = list[j-1], list[j]
-		}
-	}
-}
-
 func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	// The agent a request is about runs as the same user: an answer from
 	// inside any session would let it approve itself.
-	if err := s.outsideSession(p, "answering an approval"); err != nil {
-		writeError(w, err)
-		return
-	}
 	var req ReplyRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
+	p := s.outsidePeer(w, r, "answering an approval", &req)
+	if p == nil {
 		return
 	}
 	id := r.PathValue("id")

@@ -357,6 +357,24 @@ func (s *Server) sessionOf(p *Peer) (string, error) {
 
 // outsideSession refuses requests from inside a session for endpoints that
 // would let a confined process act beyond its boundary.
+// outsidePeer authorizes a request that must come from outside every
+// session (what names the action for the refusal) and decodes its body
+// into req. It returns nil after writing the error response.
+func (s *Server) outsidePeer(w http.ResponseWriter, r *http.Request, what string, req request) *Peer {
+	p, err := requestPeer(r)
+	if err == nil {
+		err = s.outsideSession(p, what)
+	}
+	if err == nil {
+		err = DecodeRequest(r.Body, req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return nil
+	}
+	return p
+}
+
 func (s *Server) outsideSession(p *Peer, what string) error {
 	id, err := s.sessionOf(p)
 	if err != nil {
@@ -535,18 +553,9 @@ func (h startHook) Apply(ctx context.Context, info session.SessionInfo) (func(co
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := s.outsideSession(p, "creating a session"); err != nil {
-		writeError(w, err)
-		return
-	}
 	var req RunRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
+	p := s.outsidePeer(w, r, "creating a session", &req)
+	if p == nil {
 		return
 	}
 	stdio, err := takeStdio(r, "POST /sessions")
@@ -773,18 +782,9 @@ func procOwner(pid int) (ruid, euid, gid int, err error) {
 }
 
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := s.outsideSession(p, "attaching a process"); err != nil {
-		writeError(w, err)
-		return
-	}
 	var req AttachRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
+	p := s.outsidePeer(w, r, "attaching a process", &req)
+	if p == nil {
 		return
 	}
 	pidfd, err := unix.PidfdOpen(req.PID, 0)
