@@ -61,13 +61,11 @@ type FSLayer struct {
 }
 
 type fsSession struct {
-	id, mode string
+	sessionAudit
 	// rules is set when the guard holds rules for the session (a policy
 	// without filesystem rules, full-access or external-sandbox, adds
 	// none).
 	rules bool
-	sink  *audit.FileSink
-	w     *audit.FloodControl
 }
 
 // fsLostPoll is how often the lost-event counter is read.
@@ -121,18 +119,7 @@ func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Contex
 	if s.Policy == nil {
 		return nil, errors.New("no policy")
 	}
-	fs := &fsSession{id: s.ID, mode: string(s.Policy.Mode), rules: s.Policy.FilesystemRules}
-	path := s.Policy.Audit.Path
-	if path == "" {
-		path = audit.DefaultPath
-	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
-	if err != nil {
-		fmt.Fprintf(l.warn, "oxsupervise: warning: filesystem refusals of session %s will NOT be audited: %v\n", s.ID, err)
-	} else {
-		fs.sink = sink
-		fs.w = audit.NewFloodControl(sink, l.flood)
-	}
+	fs := &fsSession{sessionAudit: openSessionAudit(s, l.flood, l.warn, "filesystem"), rules: s.Policy.FilesystemRules}
 	// Registered first: the first refusal may come before AddSession
 	// returns.
 	l.mu.Lock()
@@ -201,19 +188,6 @@ func (l *FSLayer) Close() error {
 	return errors.Join(errs...)
 }
 
-func (fs *fsSession) close(warn io.Writer) {
-	if fs.w != nil {
-		if err := fs.w.Forget(fs.id); err != nil {
-			fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
-		}
-	}
-	if fs.sink != nil {
-		if err := fs.sink.Close(); err != nil {
-			fmt.Fprintf(warn, "oxsupervise: warning: audit log: %v\n", err)
-		}
-	}
-}
-
 // drain waits until the read loop has written every refusal queued now.
 // The programs queue an event before the refused syscall returns, so once
 // a session's tasks are gone its events are all in the ring buffer and
@@ -273,7 +247,7 @@ func (l *FSLayer) lostLoop() {
 			return
 		case <-tick.C:
 			l.checkLost()
-			l.flushSuppressed()
+			l.flushAll()
 		}
 	}
 }
@@ -301,7 +275,7 @@ func (l *FSLayer) checkLost() {
 	// hears about it, and the terminal too.
 	fmt.Fprintf(l.warn, "oxsupervise: warning: %d filesystem refusal events lost (ring buffer full)\n", delta)
 	for _, w := range sinks {
-		l.write(w, fsLostRecord(delta))
+		writeRecord(w, fsLostRecord(delta), l.warn)
 	}
 }
 
@@ -312,7 +286,7 @@ func fsLostRecord(n uint64) *audit.Record {
 	}
 }
 
-func (l *FSLayer) flushSuppressed() {
+func (l *FSLayer) flushAll() {
 	l.mu.Lock()
 	var ws []*audit.FloodControl
 	for _, fs := range l.sessions {
@@ -321,17 +295,7 @@ func (l *FSLayer) flushSuppressed() {
 		}
 	}
 	l.mu.Unlock()
-	for _, w := range ws {
-		if err := w.Flush(); err != nil {
-			fmt.Fprintf(l.warn, "oxsupervise: warning: audit record lost: %v\n", err)
-		}
-	}
-}
-
-func (l *FSLayer) write(w audit.Writer, r *audit.Record) {
-	if err := w.Write(r); err != nil {
-		fmt.Fprintf(l.warn, "oxsupervise: warning: audit record lost: %v\n", err)
-	}
+	flushSuppressed(ws, l.warn)
 }
 
 func (l *FSLayer) eventRefused(ev fsguard.Event) {
@@ -347,7 +311,7 @@ func (l *FSLayer) eventRefused(ev fsguard.Event) {
 	if fs.w == nil {
 		return
 	}
-	l.write(fs.w, fsRecord(ev, fs.id, fs.mode, time.Now()))
+	writeRecord(fs.w, fsRecord(ev, fs.id, fs.mode, time.Now()), l.warn)
 }
 
 // fsActions maps fsguard's operations onto the schema's event.action

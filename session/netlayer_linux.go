@@ -64,9 +64,7 @@ type NetworkLayer struct {
 
 // netSession is what the layer knows of one session.
 type netSession struct {
-	id, mode string
-	sink     *audit.FileSink
-	w        *audit.FloodControl
+	sessionAudit
 }
 
 // eventPoll bounds how long the event loop blocks before it checks the
@@ -114,18 +112,7 @@ func (l *NetworkLayer) Apply(ctx context.Context, s SessionInfo) (func(context.C
 	if s.Policy == nil {
 		return nil, errors.New("no policy")
 	}
-	ns := &netSession{id: s.ID, mode: string(s.Policy.Mode)}
-	path := s.Policy.Audit.Path
-	if path == "" {
-		path = audit.DefaultPath
-	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
-	if err != nil {
-		fmt.Fprintf(l.warn, "oxsupervise: warning: network refusals of session %s will NOT be audited: %v\n", s.ID, err)
-	} else {
-		ns.sink = sink
-		ns.w = audit.NewFloodControl(sink, l.flood)
-	}
+	ns := &netSession{openSessionAudit(s, l.flood, l.warn, "network")}
 	// Registered first: the first refusal may come before AddSession
 	// returns.
 	l.mu.Lock()
@@ -190,19 +177,6 @@ func (l *NetworkLayer) Close() error {
 	return errors.Join(errs...)
 }
 
-func (ns *netSession) close(warn io.Writer) {
-	if ns.w != nil {
-		if err := ns.w.Forget(ns.id); err != nil {
-			fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
-		}
-	}
-	if ns.sink != nil {
-		if err := ns.sink.Close(); err != nil {
-			fmt.Fprintf(warn, "oxsupervise: warning: audit log: %v\n", err)
-		}
-	}
-}
-
 // drain waits until every event queued now has been written.
 func (l *NetworkLayer) drain() {
 	done := make(chan struct{})
@@ -231,7 +205,7 @@ func (l *NetworkLayer) loop() {
 			continue
 		case <-flushTick.C:
 			l.checkLost()
-			l.flushSuppressed()
+			l.flushAll()
 		default:
 		}
 		l.events.SetDeadline(time.Now().Add(eventPoll))
@@ -281,10 +255,10 @@ func (l *NetworkLayer) checkLost() {
 	// hears about it, and the warning goes to the terminal too.
 	fmt.Fprintf(l.warn, "oxsupervise: warning: %d network refusal events lost (ring buffer full)\n", delta)
 	for _, w := range sinks {
-		l.write(w, &audit.Record{
+		writeRecord(w, &audit.Record{
 			Message: fmt.Sprintf("%d network refusal events lost: the kernel ring buffer was full", delta),
 			Ox:      audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerCgroup, EventsLost: delta},
-		})
+		}, l.warn)
 	}
 }
 
@@ -299,7 +273,7 @@ func (l *NetworkLayer) sinksLocked() []audit.Writer {
 	return out
 }
 
-func (l *NetworkLayer) flushSuppressed() {
+func (l *NetworkLayer) flushAll() {
 	l.mu.Lock()
 	var ws []*audit.FloodControl
 	for _, ns := range l.sessions {
@@ -308,23 +282,13 @@ func (l *NetworkLayer) flushSuppressed() {
 		}
 	}
 	l.mu.Unlock()
-	for _, w := range ws {
-		if err := w.Flush(); err != nil {
-			fmt.Fprintf(l.warn, "oxsupervise: warning: audit record lost: %v\n", err)
-		}
-	}
+	flushSuppressed(ws, l.warn)
 }
 
 func (l *NetworkLayer) session(cgroupID uint64) *netSession {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sessions[cgroupID]
-}
-
-func (l *NetworkLayer) write(w audit.Writer, r *audit.Record) {
-	if err := w.Write(r); err != nil {
-		fmt.Fprintf(l.warn, "oxsupervise: warning: audit record lost: %v\n", err)
-	}
 }
 
 // eventRefused writes the record of one kernel refusal.
@@ -339,7 +303,7 @@ func (l *NetworkLayer) eventRefused(ev egress.Event) {
 	if ns.w == nil {
 		return
 	}
-	l.write(ns.w, networkRecord(ev, ns, l.enf.Hostname, time.Now()))
+	writeRecord(ns.w, networkRecord(ev, ns, l.enf.Hostname, time.Now()), l.warn)
 }
 
 // networkRecord builds the audit record of ev. hostname names the allowed
@@ -425,7 +389,7 @@ func (l *NetworkLayer) dnsRefused(d egress.DNSRefusal) {
 	if ns == nil || ns.w == nil {
 		return
 	}
-	l.write(ns.w, dnsRecord(d, ns))
+	writeRecord(ns.w, dnsRecord(d, ns), l.warn)
 }
 
 func dnsRecord(d egress.DNSRefusal, ns *netSession) *audit.Record {

@@ -1,0 +1,72 @@
+//go:build linux
+
+package session
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/openoxide/oxsupervise/audit"
+)
+
+// sessionAudit is a layer's own handle on one session's audit log, behind
+// flood control. The layers applied from outside (BPF-LSM, network) write
+// refusals from their event loops, independently of the supervisor's sink.
+// w is nil when the log could not be opened: the layer still enforces and
+// says that it will not audit.
+type sessionAudit struct {
+	id, mode string
+	sink     *audit.FileSink
+	w        *audit.FloodControl
+}
+
+// openSessionAudit opens s's audit log; what names the refusals in the
+// warning printed when it cannot be opened.
+func openSessionAudit(s SessionInfo, flood audit.FloodOptions, warn io.Writer, what string) sessionAudit {
+	a := sessionAudit{id: s.ID, mode: string(s.Policy.Mode)}
+	path := s.Policy.Audit.Path
+	if path == "" {
+		path = audit.DefaultPath
+	}
+	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: %s refusals of session %s will NOT be audited: %v\n", what, s.ID, err)
+		return a
+	}
+	a.sink = sink
+	a.w = audit.NewFloodControl(sink, flood)
+	return a
+}
+
+// close writes the session's pending suppressed summary and closes its log.
+func (a *sessionAudit) close(warn io.Writer) {
+	if a.w != nil {
+		if err := a.w.Forget(a.id); err != nil {
+			fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
+		}
+	}
+	if a.sink != nil {
+		if err := a.sink.Close(); err != nil {
+			fmt.Fprintf(warn, "oxsupervise: warning: audit log: %v\n", err)
+		}
+	}
+}
+
+// flushSuppressed writes the suppressed summaries of every flood control
+// in ws (collected under the layer's lock, written outside it).
+func flushSuppressed(ws []*audit.FloodControl, warn io.Writer) {
+	for _, w := range ws {
+		if err := w.Flush(); err != nil {
+			fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
+		}
+	}
+}
+
+// writeRecord writes r to w; a record that cannot be written is said on
+// the terminal, never dropped unseen.
+func writeRecord(w audit.Writer, r *audit.Record, warn io.Writer) {
+	if err := w.Write(r); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
+	}
+}
