@@ -54,6 +54,11 @@ struct {
 /* Keep the event type in the BTF for bpf2go. */
 const struct fs_event *unused_fs_event __attribute__((unused));
 
+struct super_block___fs {
+	unsigned long s_flags;
+	unsigned long s_magic;
+} __attribute__((preserve_access_index));
+
 /* i_rdev is not in common.h; the ___fs flavour is stripped by CO-RE. */
 struct inode___fs {
 	dev_t i_rdev;
@@ -73,6 +78,7 @@ struct inode___fs {
 #define CHECK_PREFIX (1U << 2)    /* the entry may not be any part of a pattern */
 #define CHECK_LEAF_DIR (1U << 3)  /* the entry is (or becomes) a directory */
 #define CHECK_LEAF_FILE (1U << 4) /* the entry is (or becomes) a non-directory */
+#define CHECK_UNIX (1U << 5)      /* a connect or send to the AF_UNIX socket entry */
 
 struct walk {
 	__u64 dentry; /* current level; a kernel pointer read only through CO-RE */
@@ -221,6 +227,23 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 }
 
 /*
+ * memfds and shared anonymous memory live on the kernel's own tmpfs (or
+ * hugetlbfs) instance, which no mount shows: nobody can name such a file,
+ * an fd to one is IPC like a pipe. Only these two: other filesystems
+ * mounted by the kernel (sysfs) share their superblock with user mounts.
+ */
+#define SB_KERNMOUNT (1UL << 22)
+#define TMPFS_MAGIC 0x01021994
+#define HUGETLBFS_MAGIC 0x958458f6
+
+static __always_inline bool kernel_private(struct dentry *d)
+{
+	struct super_block___fs *sb = (void *)BPF_CORE_READ(d, d_sb);
+	unsigned long magic = BPF_CORE_READ(sb, s_magic);
+	return (BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT) && (magic == TMPFS_MAGIC || magic == HUGETLBFS_MAGIC);
+}
+
+/*
  * check judges one entry for the current task and returns 0 or -EACCES,
  * emitting an event for a refusal. dentry is the entry (negative for one
  * that is being created).
@@ -229,9 +252,10 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 {
 	__u64 cgroup_id = bpf_get_current_cgroup_id();
 	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
-	if (!sess)
+	if (!sess || kernel_private((struct dentry *)dentry))
 		return 0;
 
+	__u32 sess_flags = sess->flags;
 	struct walk w = {
 		.dentry = dentry,
 		.cgroup_id = cgroup_id,
@@ -253,11 +277,18 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		w.depth = FS_MAX_DEPTH;
 	}
 
+	/*
+	 * A connect to an AF_UNIX socket counts as a write (the kernel itself
+	 * asks for MAY_WRITE on the socket inode), except that a socket the
+	 * policy lists may be connected to wherever it is.
+	 */
+	bool read = flags & CHECK_READ;
+	bool restricted = sess_flags & FS_SESSION_RESTRICTED_READ;
 	bool refuse;
 	switch (w.kind) {
 	case FS_KIND_WRITABLE:
 		refuse = false;
-		if (!(flags & CHECK_READ)) {
+		if (!read) {
 			__u64 any = 0;
 			for (int k = 0; k < FS_NFA_WORDS; k++)
 				any |= w.hit[k];
@@ -267,9 +298,15 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 			}
 		}
 		break;
+	case FS_KIND_UNIX:
+		refuse = !(flags & CHECK_UNIX) && (!read || restricted);
+		break;
+	case FS_KIND_READABLE:
+	case FS_KIND_PROTECTED: /* inside a writable root, so readable */
+		refuse = !read;
+		break;
 	case FS_KIND_NONE:
-	case FS_KIND_PROTECTED:
-		refuse = !(flags & CHECK_READ);
+		refuse = !read || restricted;
 		break;
 	default: /* FS_KIND_DENY_READ, FS_KIND_DEPTH */
 		refuse = true;
@@ -312,6 +349,22 @@ static __always_inline bool harmless_device(struct inode *inode)
 	}
 }
 
+
+/*
+ * check_file_write judges writing through file. FIFOs and sockets hold no
+ * data, some devices are harmless.
+ */
+static __always_inline int check_file_write(struct file *file, __u32 op)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
+		return 0;
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	return check((__u64)d, op, type_flags(d));
+}
+
+/* Guards open(2) and its relatives, for writing, truncating and reading. */
 SEC("lsm/file_open")
 int BPF_PROG(fs_file_open, struct file *file, int ret)
 {
@@ -319,16 +372,12 @@ int BPF_PROG(fs_file_open, struct file *file, int ret)
 		return ret;
 	fmode_t mode = BPF_CORE_READ(file, f_mode);
 	unsigned int fflags = BPF_CORE_READ(file, f_flags);
+	if ((mode & FMODE_WRITE) || (fflags & O_TRUNC))
+		return check_file_write(file, FS_OP_OPEN_WRITE);
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFCHR && harmless_device(inode))
+		return 0;
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	bool write = (mode & FMODE_WRITE) || (fflags & O_TRUNC);
-	if (write) {
-		struct inode *inode = BPF_CORE_READ(file, f_inode);
-		umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
-		/* FIFOs and sockets hold no data; some devices are harmless. */
-		if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
-			return 0;
-		return check((__u64)d, FS_OP_OPEN_WRITE, type_flags(d));
-	}
 	return check((__u64)d, FS_OP_OPEN_READ, CHECK_READ | type_flags(d));
 }
 
@@ -344,12 +393,81 @@ int BPF_PROG(fs_file_receive, struct file *file, int ret)
 	fmode_t mode = BPF_CORE_READ(file, f_mode);
 	if (!(mode & FMODE_WRITE))
 		return 0;
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
-	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
+	return check_file_write(file, FS_OP_RECEIVE);
+}
+
+/*
+ * A shared writable mapping writes the file like write(2) does. Opening
+ * for writing is judged at open, but an fd can predate the session
+ * (attach) and mprotect can add PROT_WRITE to a shared mapping later.
+ */
+#define PROT_WRITE 0x2
+#define MAP_SHARED 0x01 /* also set in MAP_SHARED_VALIDATE */
+#define VM_SHARED 0x00000008
+
+SEC("lsm/mmap_file")
+int BPF_PROG(fs_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot, unsigned long mflags, int ret)
+{
+	if (ret || !file || !(prot & PROT_WRITE) || !(mflags & MAP_SHARED))
+		return ret;
+	return check_file_write(file, FS_OP_MMAP);
+}
+
+struct vm_area_struct___fs {
+	unsigned long vm_flags;
+	struct file *vm_file;
+} __attribute__((preserve_access_index));
+
+SEC("lsm/file_mprotect")
+int BPF_PROG(fs_file_mprotect, struct vm_area_struct___fs *vma, unsigned long reqprot, unsigned long prot, int ret)
+{
+	if (ret || !(prot & PROT_WRITE))
+		return ret;
+	struct vm_area_struct___fs *v = vma;
+	struct file *file = BPF_CORE_READ(v, vm_file);
+	if (!file || !(BPF_CORE_READ(v, vm_flags) & VM_SHARED))
 		return 0;
-	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	return check((__u64)d, FS_OP_RECEIVE, type_flags(d));
+	return check_file_write(file, FS_OP_MMAP);
+}
+
+/*
+ * AF_UNIX: connecting to a pathname socket reaches the process behind it
+ * (docker.sock, the D-Bus system bus, ssh-agent). A socket is judged like
+ * a write to its inode, or allowed when the policy lists it (FS_KIND_UNIX).
+ * Abstract and unnamed sockets have no inode and are not judged here.
+ */
+struct unix_sock___fs {
+	struct path path;
+} __attribute__((preserve_access_index));
+
+struct socket___fs {
+	struct sock *sk;
+} __attribute__((preserve_access_index));
+
+static __always_inline int check_unix(void *other_sk)
+{
+	struct dentry *d = BPF_CORE_READ((struct unix_sock___fs *)other_sk, path.dentry);
+	if (!d)
+		return 0;
+	return check((__u64)d, FS_OP_UNIX_CONNECT, CHECK_UNIX | CHECK_LEAF_FILE);
+}
+
+/* Guards connect(2) on stream and seqpacket sockets. */
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(fs_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
+{
+	if (ret)
+		return ret;
+	return check_unix(other);
+}
+
+/* Guards connect(2) and sendto(2) on datagram sockets. */
+SEC("lsm/unix_may_send")
+int BPF_PROG(fs_unix_may_send, struct socket *sock, struct socket *other, int ret)
+{
+	if (ret)
+		return ret;
+	return check_unix(BPF_CORE_READ((struct socket___fs *)other, sk));
 }
 
 /*
@@ -601,6 +719,36 @@ int BPF_PROG(fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long a
 	if (ret || (cmd != TIOCSTI && cmd != TIOCLINUX) || !in_session(&cgroup_id))
 		return ret;
 	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0);
+}
+
+/* Guards module autoloading (request_module) on the session's behalf. */
+SEC("lsm/kernel_module_request")
+int BPF_PROG(fs_kernel_module_request, char *kmod_name, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_MODULE, 0);
+}
+
+/* Guards finit_module, kexec_file_load, firmware and policy loads from a file. */
+SEC("lsm/kernel_read_file")
+int BPF_PROG(fs_kernel_read_file, struct file *file, int id, bool contents, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0);
+}
+
+/* Guards init_module and kexec_load from a buffer. */
+SEC("lsm/kernel_load_data")
+int BPF_PROG(fs_kernel_load_data, int id, bool contents, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0);
 }
 
 /*

@@ -34,6 +34,8 @@ enum fs_kind {
 	FS_KIND_PATTERN = 4,   /* a protected pattern matched below a root */
 	FS_KIND_DEPTH = 5,     /* the walk hit FS_MAX_DEPTH */
 	FS_KIND_SELF = 6,      /* self-protection: reaching out of the session */
+	FS_KIND_UNIX = 7,      /* an AF_UNIX socket the session may connect to */
+	FS_KIND_READABLE = 8,  /* readable root (read_access = restricted) */
 };
 
 /* The refused operation (fs_event.op). */
@@ -61,11 +63,18 @@ enum fs_op {
 	FS_OP_TIOCSTI = 21, /* terminal input injection */
 	FS_OP_RECEIVE = 22, /* a writable fd passed in over SCM_RIGHTS */
 	FS_OP_MOUNT = 23,   /* mount, move_mount, umount, pivot_root */
+	FS_OP_MMAP = 24,    /* a shared writable mapping (mmap, mprotect) */
+	FS_OP_MODULE = 25,  /* a module autoload request */
+	FS_OP_KERNEL_LOAD = 26, /* a module, firmware, kexec image or policy read by the kernel */
+	FS_OP_UNIX_CONNECT = 27, /* connect/send to a pathname AF_UNIX socket */
 };
 
 /* fs_event.flags */
 #define FS_EVENT_PATH_TRUNCATED (1U << 0) /* path lost its leading components */
 #define FS_EVENT_NEW_ENTRY (1U << 1)      /* the entry did not exist yet */
+
+/* fs_session.flags */
+#define FS_SESSION_RESTRICTED_READ (1U << 0) /* reads only below readable and writable roots */
 
 /* fs_sessions value: one per session cgroup id. */
 struct fs_session {
@@ -81,6 +90,8 @@ struct fs_session {
 	 * "no pattern matched" as the only outcome and drop the refusal.
 	 */
 	__u64 zero;
+	__u32 flags; /* FS_SESSION_* */
+	__u32 _pad;
 };
 
 /* fs_anchors key. dev is the kernel's s_dev (major << 20 | minor). */

@@ -34,6 +34,10 @@ const (
 	OpTIOCSTI      Op = 21 // self-protection: terminal input injection
 	OpReceive      Op = 22 // a writable fd passed in over SCM_RIGHTS
 	OpMount        Op = 23 // self-protection: mount, move_mount, umount, pivot_root
+	OpMmap         Op = 24 // a shared writable mapping (mmap, mprotect)
+	OpModule       Op = 25 // self-protection: a module autoload request
+	OpKernelLoad   Op = 26 // self-protection: a module, firmware, kexec image or policy load
+	OpUnixConnect  Op = 27 // connect or send to a pathname AF_UNIX socket
 )
 
 var opNames = map[Op]string{
@@ -42,6 +46,7 @@ var opNames = map[Op]string{
 	OpLink: "link", OpRenameSource: "rename_source", OpRenameTarget: "rename_target", OpChmod: "chmod",
 	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti", OpReceive: "receive_fd", OpMount: "mount",
+	OpMmap: "mmap_shared_write", OpModule: "module_request", OpKernelLoad: "kernel_load", OpUnixConnect: "unix_connect",
 }
 
 func (o Op) String() string {
@@ -63,12 +68,14 @@ const (
 	KindPattern   Kind = 4 // a protected pattern below a writable root
 	KindDepth     Kind = 5 // the walk hit its bound: refused, fail closed
 	KindSelf      Kind = 6 // self-protection: the session reached outside itself
+	KindUnix      Kind = 7 // an AF_UNIX socket the policy lists
+	KindReadable  Kind = 8 // a readable root (read_access = restricted)
 )
 
 var kindNames = map[Kind]string{
 	KindOutside: "outside_writable_roots", KindWritable: "writable_root", KindProtected: "protected_path",
 	KindDenyRead: "deny_read", KindPattern: "protected_pattern", KindDepth: "walk_depth_exceeded",
-	KindSelf: "self_protection",
+	KindSelf: "self_protection", KindUnix: "allowed_unix_socket", KindReadable: "readable_root",
 }
 
 func (k Kind) String() string {

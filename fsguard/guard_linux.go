@@ -29,8 +29,9 @@ var ErrClosed = errors.New("fsguard: closed")
 
 // Guard owns the loaded filesystem programs and the sessions in their maps.
 type Guard struct {
-	progs  *loader.FSPrograms
-	reader *ringbuf.Reader
+	progs   *loader.FSPrograms
+	reader  *ringbuf.Reader
+	anchors *loader.AnchorResolver
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
@@ -53,12 +54,18 @@ func Load() (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
+	anchors, err := loader.LoadAnchorResolver()
+	if err != nil {
+		progs.Close()
+		return nil, err
+	}
 	rd, err := ringbuf.NewReader(progs.Events)
 	if err != nil {
+		anchors.Close()
 		progs.Close()
 		return nil, fmt.Errorf("open filesystem event ring buffer: %w", err)
 	}
-	return &Guard{progs: progs, reader: rd, sessions: map[uint64]*session{}}, nil
+	return &Guard{progs: progs, reader: rd, anchors: anchors, sessions: map[uint64]*session{}}, nil
 }
 
 // Hooks names the LSM hooks the programs are attached to.
@@ -67,11 +74,6 @@ func (g *Guard) Hooks() []string { return g.progs.Attached }
 // SkippedHooks maps optional hooks this kernel lacks to the reason; the
 // operations they guard are covered by older hooks.
 func (g *Guard) SkippedHooks() map[string]string { return g.progs.Skipped }
-
-// kernelDev converts userspace st_dev to the kernel's s_dev encoding.
-func kernelDev(dev uint64) uint32 {
-	return unix.Major(dev)<<20 | unix.Minor(dev)
-}
 
 func userDev(kdev uint32) uint64 {
 	return unix.Mkdev(kdev>>20, kdev&(1<<20-1))
@@ -99,21 +101,44 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	}
 
 	s := &session{nfa: n, pattern: c.ProtectedPatterns}
-	// A later, stronger kind wins for an inode listed twice.
-	rules := map[loader.FSAnchorKey]loader.FSRule{}
-	addAnchors := func(anchors []policy.Anchor, kind Kind, what string) {
-		for _, a := range anchors {
-			if !a.Exists || (a.Dev == 0 && a.Ino == 0) {
-				continue
+	restricted := c.ReadAccess == policy.ReadAccessRestricted
+	var readable []policy.Anchor
+	if restricted {
+		readable = withSubmounts(c.ReadableRoots)
+	}
+	unixSockets, err := socketAnchors(c.Network.AllowUnixSockets)
+	if err != nil {
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	var anchors []kindedAnchor
+	// Weakest first: a later, stronger kind wins for an inode listed twice.
+	for _, set := range []struct {
+		anchors []policy.Anchor
+		kind    Kind
+		what    string
+	}{
+		{readable, KindReadable, "readable root"},
+		{c.WritableRoots, KindWritable, "writable root"},
+		{c.ProtectedPaths, KindProtected, "protected path"},
+		{unixSockets, KindUnix, "allowed unix socket"},
+		{c.DenyRead, KindDenyRead, "denied read"},
+	} {
+		for _, a := range set.anchors {
+			if a.Exists {
+				anchors = append(anchors, kindedAnchor{a, set.kind, set.what})
 			}
-			key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: a.Ino, Dev: kernelDev(a.Dev)}
-			rules[key] = loader.FSRule{Kind: uint32(kind), Id: uint32(len(s.rules))}
-			s.rules = append(s.rules, fmt.Sprintf("%s %s (%s)", what, a.Path, sourceOr(a.Source)))
 		}
 	}
-	addAnchors(c.WritableRoots, KindWritable, "writable root")
-	addAnchors(c.ProtectedPaths, KindProtected, "protected path")
-	addAnchors(c.DenyRead, KindDenyRead, "denied read")
+	ids, err := g.kernelIdentities(anchors)
+	if err != nil {
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	rules := map[loader.FSAnchorKey]loader.FSRule{}
+	for i, a := range anchors {
+		key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: ids[i].Ino, Dev: ids[i].Dev}
+		rules[key] = loader.FSRule{Kind: uint32(a.kind), Id: uint32(len(s.rules))}
+		s.rules = append(s.rules, fmt.Sprintf("%s %s (%s)", a.what, a.Path, sourceOr(a.Source)))
+	}
 
 	for key, rule := range rules {
 		if err := g.progs.Anchors.Update(key, rule, ebpf.UpdateNoExist); err != nil {
@@ -134,6 +159,9 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		s.names = append(s.names, key)
 	}
 	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	if restricted {
+		sess.Flags |= sessionRestrictedRead
+	}
 	if err := g.progs.Sessions.Update(cgroupID, sess, ebpf.UpdateNoExist); err != nil {
 		g.removeLocked(s)
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
@@ -250,6 +278,10 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 			parts = append(parts, fmt.Sprintf("protected pattern %s (%s)", strings.Join(p.Components, "/"), sourceOr(p.Source)))
 		}
 		e.Rule = strings.Join(parts, "; ")
+	case e.Kind == KindOutside && e.Op == OpOpenRead:
+		e.Rule = "read_access = restricted: no readable or writable root above the entry"
+	case e.Kind == KindOutside && e.Op == OpUnixConnect:
+		e.Rule = "AF_UNIX socket outside the writable roots and not in network.allow_unix_sockets"
 	case e.Kind == KindOutside:
 		e.Rule = "no writable root above the entry"
 	case e.Kind == KindSelf:
@@ -333,6 +365,6 @@ func (g *Guard) EventsLost() (uint64, error) {
 // Close detaches the programs (every session stops being enforced) and
 // unblocks ReadEvent.
 func (g *Guard) Close() error {
-	errs := []error{g.reader.Close(), g.progs.Close()}
+	errs := []error{g.reader.Close(), g.progs.Close(), g.anchors.Close()}
 	return errors.Join(errs...)
 }

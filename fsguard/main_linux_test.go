@@ -234,6 +234,58 @@ func runOp(op string, a []string) error {
 			return errno
 		}
 		return nil
+	case "join-mmap", "join-mprotect": // open a[0] read-write (or map it read-only), join cgroup a[1], then map it shared writable
+		return joinThenMap(op, a[0], a[1])
+	case "mmap-write": // open a[0] read-write, map it shared writable, store a[1] through the mapping
+		fd, err := unix.Open(a[0], unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		defer unix.Close(fd)
+		return storeThroughMapping(fd, a[1])
+	case "memfd-mmap": // memfd_create, size it, map it shared writable
+		fd, err := unix.MemfdCreate("oxs-test", unix.MFD_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("memfd_create: %w", err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Ftruncate(fd, 4096); err != nil {
+			return fmt.Errorf("ftruncate memfd: %w", err)
+		}
+		return storeThroughMapping(fd, "memfd")
+	case "socket-family": // socket(a[0], SOCK_STREAM): a family without a loaded module makes the kernel request one
+		family, _ := strconv.Atoi(a[0])
+		fd, err := unix.Socket(family, unix.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	case "finit-module": // finit_module on the file a[0]
+		fd, err := unix.Open(a[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		defer unix.Close(fd)
+		return unix.FinitModule(fd, "", 0)
+	case "init-module": // init_module on a buffer that is not a module
+		// Longer than an ELF header, so the kernel gets past its size check.
+		return unix.InitModule(make([]byte, 256), "")
+	case "unix-connect": // connect a stream socket to the pathname a[0]
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		defer unix.Close(fd)
+		return unix.Connect(fd, &unix.SockaddrUnix{Name: a[0]})
+	case "unix-sendto": // send a datagram to the pathname a[0]
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		defer unix.Close(fd)
+		return unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrUnix{Name: a[0]})
+	case "write-file": // open O_WRONLY|O_CREAT, write a[1] (os.WriteFile semantics)
+		return os.WriteFile(a[0], []byte(a[1]), 0o644)
 	case "mkdirp-write": // mkdir a[0] then write a[0]/a[1]
 		if err := unix.Mkdir(a[0], 0o755); err != nil {
 			return err
@@ -244,3 +296,45 @@ func runOp(op string, a []string) error {
 }
 
 var _ = syscall.EACCES
+
+// joinThenMap holds a file open from before the session, as a process
+// that `attach` moves in does, then tries to map it shared and writable.
+func joinThenMap(op, file, cgroupDir string) error {
+	flags, prot := unix.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	if op == "join-mprotect" {
+		prot = unix.PROT_READ
+	}
+	fd, err := unix.Open(file, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open before joining: %w", err)
+	}
+	defer unix.Close(fd)
+	var mem []byte
+	if op == "join-mprotect" {
+		if mem, err = unix.Mmap(fd, 0, 4096, prot, unix.MAP_SHARED); err != nil {
+			return fmt.Errorf("read-only shared map before joining: %w", err)
+		}
+		defer unix.Munmap(mem)
+	}
+	if err := os.WriteFile(cgroupDir+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return fmt.Errorf("join %s: %w", cgroupDir, err)
+	}
+	if op == "join-mprotect" {
+		if err := unix.Mprotect(mem, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return err
+		}
+		copy(mem, "mprotect")
+		return unix.Msync(mem, unix.MS_SYNC)
+	}
+	return storeThroughMapping(fd, "mmap")
+}
+
+func storeThroughMapping(fd int, data string) error {
+	mem, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(mem)
+	copy(mem, data)
+	return unix.Msync(mem, unix.MS_SYNC)
+}

@@ -68,43 +68,52 @@ type fsFsSession struct {
 	DirOnly  [4]uint64
 	FileOnly [4]uint64
 	Zero     uint64
+	Flags    uint32
+	Pad      uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fsMapFsAnchors            = "fs_anchors"
-	fsMapFsEvents             = "fs_events"
-	fsMapFsEventsLost         = "fs_events_lost"
-	fsMapFsNames              = "fs_names"
-	fsMapFsSessions           = "fs_sessions"
-	fsProgFsBpf               = "fs_bpf"
-	fsProgFsFileIoctl         = "fs_file_ioctl"
-	fsProgFsFileOpen          = "fs_file_open"
-	fsProgFsFileReceive       = "fs_file_receive"
-	fsProgFsFileTruncate      = "fs_file_truncate"
-	fsProgFsInodeRemovexattr  = "fs_inode_removexattr"
-	fsProgFsInodeSetattr      = "fs_inode_setattr"
-	fsProgFsInodeSetattrIdmap = "fs_inode_setattr_idmap"
-	fsProgFsInodeSetxattr     = "fs_inode_setxattr"
-	fsProgFsMoveMount         = "fs_move_mount"
-	fsProgFsPathChmod         = "fs_path_chmod"
-	fsProgFsPathChown         = "fs_path_chown"
-	fsProgFsPathLink          = "fs_path_link"
-	fsProgFsPathMkdir         = "fs_path_mkdir"
-	fsProgFsPathMknod         = "fs_path_mknod"
-	fsProgFsPathRename        = "fs_path_rename"
-	fsProgFsPathRmdir         = "fs_path_rmdir"
-	fsProgFsPathSymlink       = "fs_path_symlink"
-	fsProgFsPathTruncate      = "fs_path_truncate"
-	fsProgFsPathUnlink        = "fs_path_unlink"
-	fsProgFsPtraceAccessCheck = "fs_ptrace_access_check"
-	fsProgFsSbMount           = "fs_sb_mount"
-	fsProgFsSbPivotroot       = "fs_sb_pivotroot"
-	fsProgFsSbUmount          = "fs_sb_umount"
-	fsProgFsTaskKill          = "fs_task_kill"
-	fsVarUnusedFsEvent        = "unused_fs_event"
+	fsMapFsAnchors              = "fs_anchors"
+	fsMapFsEvents               = "fs_events"
+	fsMapFsEventsLost           = "fs_events_lost"
+	fsMapFsNames                = "fs_names"
+	fsMapFsSessions             = "fs_sessions"
+	fsProgFsBpf                 = "fs_bpf"
+	fsProgFsFileIoctl           = "fs_file_ioctl"
+	fsProgFsFileMprotect        = "fs_file_mprotect"
+	fsProgFsFileOpen            = "fs_file_open"
+	fsProgFsFileReceive         = "fs_file_receive"
+	fsProgFsFileTruncate        = "fs_file_truncate"
+	fsProgFsInodeRemovexattr    = "fs_inode_removexattr"
+	fsProgFsInodeSetattr        = "fs_inode_setattr"
+	fsProgFsInodeSetattrIdmap   = "fs_inode_setattr_idmap"
+	fsProgFsInodeSetxattr       = "fs_inode_setxattr"
+	fsProgFsKernelLoadData      = "fs_kernel_load_data"
+	fsProgFsKernelModuleRequest = "fs_kernel_module_request"
+	fsProgFsKernelReadFile      = "fs_kernel_read_file"
+	fsProgFsMmapFile            = "fs_mmap_file"
+	fsProgFsMoveMount           = "fs_move_mount"
+	fsProgFsPathChmod           = "fs_path_chmod"
+	fsProgFsPathChown           = "fs_path_chown"
+	fsProgFsPathLink            = "fs_path_link"
+	fsProgFsPathMkdir           = "fs_path_mkdir"
+	fsProgFsPathMknod           = "fs_path_mknod"
+	fsProgFsPathRename          = "fs_path_rename"
+	fsProgFsPathRmdir           = "fs_path_rmdir"
+	fsProgFsPathSymlink         = "fs_path_symlink"
+	fsProgFsPathTruncate        = "fs_path_truncate"
+	fsProgFsPathUnlink          = "fs_path_unlink"
+	fsProgFsPtraceAccessCheck   = "fs_ptrace_access_check"
+	fsProgFsSbMount             = "fs_sb_mount"
+	fsProgFsSbPivotroot         = "fs_sb_pivotroot"
+	fsProgFsSbUmount            = "fs_sb_umount"
+	fsProgFsTaskKill            = "fs_task_kill"
+	fsProgFsUnixMaySend         = "fs_unix_may_send"
+	fsProgFsUnixStreamConnect   = "fs_unix_stream_connect"
+	fsVarUnusedFsEvent          = "unused_fs_event"
 )
 
 // loadFs returns the embedded CollectionSpec for fs.
@@ -149,31 +158,38 @@ type fsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsProgramSpecs struct {
-	FsBpf               *ebpf.ProgramSpec `ebpf:"fs_bpf"`
-	FsFileIoctl         *ebpf.ProgramSpec `ebpf:"fs_file_ioctl"`
-	FsFileOpen          *ebpf.ProgramSpec `ebpf:"fs_file_open"`
-	FsFileReceive       *ebpf.ProgramSpec `ebpf:"fs_file_receive"`
-	FsFileTruncate      *ebpf.ProgramSpec `ebpf:"fs_file_truncate"`
-	FsInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
-	FsInodeSetattr      *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
-	FsInodeSetattrIdmap *ebpf.ProgramSpec `ebpf:"fs_inode_setattr_idmap"`
-	FsInodeSetxattr     *ebpf.ProgramSpec `ebpf:"fs_inode_setxattr"`
-	FsMoveMount         *ebpf.ProgramSpec `ebpf:"fs_move_mount"`
-	FsPathChmod         *ebpf.ProgramSpec `ebpf:"fs_path_chmod"`
-	FsPathChown         *ebpf.ProgramSpec `ebpf:"fs_path_chown"`
-	FsPathLink          *ebpf.ProgramSpec `ebpf:"fs_path_link"`
-	FsPathMkdir         *ebpf.ProgramSpec `ebpf:"fs_path_mkdir"`
-	FsPathMknod         *ebpf.ProgramSpec `ebpf:"fs_path_mknod"`
-	FsPathRename        *ebpf.ProgramSpec `ebpf:"fs_path_rename"`
-	FsPathRmdir         *ebpf.ProgramSpec `ebpf:"fs_path_rmdir"`
-	FsPathSymlink       *ebpf.ProgramSpec `ebpf:"fs_path_symlink"`
-	FsPathTruncate      *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
-	FsPathUnlink        *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
-	FsPtraceAccessCheck *ebpf.ProgramSpec `ebpf:"fs_ptrace_access_check"`
-	FsSbMount           *ebpf.ProgramSpec `ebpf:"fs_sb_mount"`
-	FsSbPivotroot       *ebpf.ProgramSpec `ebpf:"fs_sb_pivotroot"`
-	FsSbUmount          *ebpf.ProgramSpec `ebpf:"fs_sb_umount"`
-	FsTaskKill          *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
+	FsBpf                 *ebpf.ProgramSpec `ebpf:"fs_bpf"`
+	FsFileIoctl           *ebpf.ProgramSpec `ebpf:"fs_file_ioctl"`
+	FsFileMprotect        *ebpf.ProgramSpec `ebpf:"fs_file_mprotect"`
+	FsFileOpen            *ebpf.ProgramSpec `ebpf:"fs_file_open"`
+	FsFileReceive         *ebpf.ProgramSpec `ebpf:"fs_file_receive"`
+	FsFileTruncate        *ebpf.ProgramSpec `ebpf:"fs_file_truncate"`
+	FsInodeRemovexattr    *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
+	FsInodeSetattr        *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
+	FsInodeSetattrIdmap   *ebpf.ProgramSpec `ebpf:"fs_inode_setattr_idmap"`
+	FsInodeSetxattr       *ebpf.ProgramSpec `ebpf:"fs_inode_setxattr"`
+	FsKernelLoadData      *ebpf.ProgramSpec `ebpf:"fs_kernel_load_data"`
+	FsKernelModuleRequest *ebpf.ProgramSpec `ebpf:"fs_kernel_module_request"`
+	FsKernelReadFile      *ebpf.ProgramSpec `ebpf:"fs_kernel_read_file"`
+	FsMmapFile            *ebpf.ProgramSpec `ebpf:"fs_mmap_file"`
+	FsMoveMount           *ebpf.ProgramSpec `ebpf:"fs_move_mount"`
+	FsPathChmod           *ebpf.ProgramSpec `ebpf:"fs_path_chmod"`
+	FsPathChown           *ebpf.ProgramSpec `ebpf:"fs_path_chown"`
+	FsPathLink            *ebpf.ProgramSpec `ebpf:"fs_path_link"`
+	FsPathMkdir           *ebpf.ProgramSpec `ebpf:"fs_path_mkdir"`
+	FsPathMknod           *ebpf.ProgramSpec `ebpf:"fs_path_mknod"`
+	FsPathRename          *ebpf.ProgramSpec `ebpf:"fs_path_rename"`
+	FsPathRmdir           *ebpf.ProgramSpec `ebpf:"fs_path_rmdir"`
+	FsPathSymlink         *ebpf.ProgramSpec `ebpf:"fs_path_symlink"`
+	FsPathTruncate        *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
+	FsPathUnlink          *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
+	FsPtraceAccessCheck   *ebpf.ProgramSpec `ebpf:"fs_ptrace_access_check"`
+	FsSbMount             *ebpf.ProgramSpec `ebpf:"fs_sb_mount"`
+	FsSbPivotroot         *ebpf.ProgramSpec `ebpf:"fs_sb_pivotroot"`
+	FsSbUmount            *ebpf.ProgramSpec `ebpf:"fs_sb_umount"`
+	FsTaskKill            *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
+	FsUnixMaySend         *ebpf.ProgramSpec `ebpf:"fs_unix_may_send"`
+	FsUnixStreamConnect   *ebpf.ProgramSpec `ebpf:"fs_unix_stream_connect"`
 }
 
 // fsMapSpecs contains maps before they are loaded into the kernel.
@@ -242,37 +258,45 @@ type fsVariables struct {
 //
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsPrograms struct {
-	FsBpf               *ebpf.Program `ebpf:"fs_bpf"`
-	FsFileIoctl         *ebpf.Program `ebpf:"fs_file_ioctl"`
-	FsFileOpen          *ebpf.Program `ebpf:"fs_file_open"`
-	FsFileReceive       *ebpf.Program `ebpf:"fs_file_receive"`
-	FsFileTruncate      *ebpf.Program `ebpf:"fs_file_truncate"`
-	FsInodeRemovexattr  *ebpf.Program `ebpf:"fs_inode_removexattr"`
-	FsInodeSetattr      *ebpf.Program `ebpf:"fs_inode_setattr"`
-	FsInodeSetattrIdmap *ebpf.Program `ebpf:"fs_inode_setattr_idmap"`
-	FsInodeSetxattr     *ebpf.Program `ebpf:"fs_inode_setxattr"`
-	FsMoveMount         *ebpf.Program `ebpf:"fs_move_mount"`
-	FsPathChmod         *ebpf.Program `ebpf:"fs_path_chmod"`
-	FsPathChown         *ebpf.Program `ebpf:"fs_path_chown"`
-	FsPathLink          *ebpf.Program `ebpf:"fs_path_link"`
-	FsPathMkdir         *ebpf.Program `ebpf:"fs_path_mkdir"`
-	FsPathMknod         *ebpf.Program `ebpf:"fs_path_mknod"`
-	FsPathRename        *ebpf.Program `ebpf:"fs_path_rename"`
-	FsPathRmdir         *ebpf.Program `ebpf:"fs_path_rmdir"`
-	FsPathSymlink       *ebpf.Program `ebpf:"fs_path_symlink"`
-	FsPathTruncate      *ebpf.Program `ebpf:"fs_path_truncate"`
-	FsPathUnlink        *ebpf.Program `ebpf:"fs_path_unlink"`
-	FsPtraceAccessCheck *ebpf.Program `ebpf:"fs_ptrace_access_check"`
-	FsSbMount           *ebpf.Program `ebpf:"fs_sb_mount"`
-	FsSbPivotroot       *ebpf.Program `ebpf:"fs_sb_pivotroot"`
-	FsSbUmount          *ebpf.Program `ebpf:"fs_sb_umount"`
-	FsTaskKill          *ebpf.Program `ebpf:"fs_task_kill"`
+	FsBpf                 *ebpf.Program `ebpf:"fs_bpf"`
+	FsFileIoctl           *ebpf.Program `ebpf:"fs_file_ioctl"`
+	FsFileMprotect        *ebpf.Program `ebpf:"fs_file_mprotect"`
+	FsFileOpen            *ebpf.Program `ebpf:"fs_file_open"`
+	FsFileReceive         *ebpf.Program `ebpf:"fs_file_receive"`
+	FsFileTruncate        *ebpf.Program `ebpf:"fs_file_truncate"`
+	FsInodeRemovexattr    *ebpf.Program `ebpf:"fs_inode_removexattr"`
+	FsInodeSetattr        *ebpf.Program `ebpf:"fs_inode_setattr"`
+	FsInodeSetattrIdmap   *ebpf.Program `ebpf:"fs_inode_setattr_idmap"`
+	FsInodeSetxattr       *ebpf.Program `ebpf:"fs_inode_setxattr"`
+	FsKernelLoadData      *ebpf.Program `ebpf:"fs_kernel_load_data"`
+	FsKernelModuleRequest *ebpf.Program `ebpf:"fs_kernel_module_request"`
+	FsKernelReadFile      *ebpf.Program `ebpf:"fs_kernel_read_file"`
+	FsMmapFile            *ebpf.Program `ebpf:"fs_mmap_file"`
+	FsMoveMount           *ebpf.Program `ebpf:"fs_move_mount"`
+	FsPathChmod           *ebpf.Program `ebpf:"fs_path_chmod"`
+	FsPathChown           *ebpf.Program `ebpf:"fs_path_chown"`
+	FsPathLink            *ebpf.Program `ebpf:"fs_path_link"`
+	FsPathMkdir           *ebpf.Program `ebpf:"fs_path_mkdir"`
+	FsPathMknod           *ebpf.Program `ebpf:"fs_path_mknod"`
+	FsPathRename          *ebpf.Program `ebpf:"fs_path_rename"`
+	FsPathRmdir           *ebpf.Program `ebpf:"fs_path_rmdir"`
+	FsPathSymlink         *ebpf.Program `ebpf:"fs_path_symlink"`
+	FsPathTruncate        *ebpf.Program `ebpf:"fs_path_truncate"`
+	FsPathUnlink          *ebpf.Program `ebpf:"fs_path_unlink"`
+	FsPtraceAccessCheck   *ebpf.Program `ebpf:"fs_ptrace_access_check"`
+	FsSbMount             *ebpf.Program `ebpf:"fs_sb_mount"`
+	FsSbPivotroot         *ebpf.Program `ebpf:"fs_sb_pivotroot"`
+	FsSbUmount            *ebpf.Program `ebpf:"fs_sb_umount"`
+	FsTaskKill            *ebpf.Program `ebpf:"fs_task_kill"`
+	FsUnixMaySend         *ebpf.Program `ebpf:"fs_unix_may_send"`
+	FsUnixStreamConnect   *ebpf.Program `ebpf:"fs_unix_stream_connect"`
 }
 
 func (p *fsPrograms) Close() error {
 	return _FsClose(
 		p.FsBpf,
 		p.FsFileIoctl,
+		p.FsFileMprotect,
 		p.FsFileOpen,
 		p.FsFileReceive,
 		p.FsFileTruncate,
@@ -280,6 +304,10 @@ func (p *fsPrograms) Close() error {
 		p.FsInodeSetattr,
 		p.FsInodeSetattrIdmap,
 		p.FsInodeSetxattr,
+		p.FsKernelLoadData,
+		p.FsKernelModuleRequest,
+		p.FsKernelReadFile,
+		p.FsMmapFile,
 		p.FsMoveMount,
 		p.FsPathChmod,
 		p.FsPathChown,
@@ -296,6 +324,8 @@ func (p *fsPrograms) Close() error {
 		p.FsSbPivotroot,
 		p.FsSbUmount,
 		p.FsTaskKill,
+		p.FsUnixMaySend,
+		p.FsUnixStreamConnect,
 	)
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/fsguard"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -144,6 +145,10 @@ func buildFSLayer(req layerRequest) (builtLayer, error) {
 		return builtLayer{}, nil
 	}
 	if err := loader.ProbeBPFLSM(); err != nil {
+		return builtLayer{}, nil
+	}
+	if err := fsguard.CheckPolicy(req.policy); err != nil {
+		fmt.Fprintf(req.warn, "oxsupervise %s: warning: BPF-LSM is usable but not for this policy: %v\n", req.verb, err)
 		return builtLayer{}, nil
 	}
 	l, err := session.NewFSLayer(session.FSConfig{Warn: req.warn})

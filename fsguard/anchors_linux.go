@@ -1,0 +1,184 @@
+//go:build linux
+
+package fsguard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// ErrOverlayRoot is returned for a writable root on overlayfs. Overlayfs
+// writes its upper layer on the session's behalf (copy-up, new files) with
+// the mounter's credentials; those operations reach the LSM hooks on the
+// upper layer's own dentries, whose ancestry holds no anchor, so every
+// write would be refused. And without xino its inode numbers repeat
+// across layers, so an anchor could match an unrelated inode. Landlock
+// ties rules to the overlay's own inodes and handles this case.
+var ErrOverlayRoot = errors.New("writable root on overlayfs: the BPF-LSM layer cannot judge overlayfs copy-up by inode ancestry (Landlock can; or move the workspace off overlayfs)")
+
+// CheckPolicy reports what the programs cannot enforce for c; AddSession
+// refuses such a policy. Callers that can fall back to another layer use
+// it to decide before building a session.
+func CheckPolicy(c *policy.Compiled) error {
+	if c == nil || !c.FilesystemRules {
+		return nil
+	}
+	for _, a := range c.WritableRoots {
+		if !a.Exists {
+			continue
+		}
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(a.Path, &sfs); err != nil {
+			return fmt.Errorf("statfs writable root %s: %w", a.Path, err)
+		}
+		if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+			return fmt.Errorf("%s: %w", a.Path, ErrOverlayRoot)
+		}
+	}
+	return nil
+}
+
+type kindedAnchor struct {
+	policy.Anchor
+	kind Kind
+	what string
+}
+
+// kernelIdentities returns, for each anchor, the (s_dev, i_ino) under
+// which the programs' d_parent walk meets it. stat(2) is not that
+// identity everywhere (overlayfs directories, btrfs subvolumes), so each
+// anchor is opened and the kernel is asked about the open file. The open
+// does not follow symlinks and must find the very inode the policy was
+// compiled against: a path swapped since then is an error, not a rule on
+// whatever now lives there.
+func (g *Guard) kernelIdentities(anchors []kindedAnchor) ([]loader.AnchorID, error) {
+	fds := make([]int, 0, len(anchors))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, a := range anchors {
+		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s %s: %w", a.what, a.Path, err)
+		}
+		fds = append(fds, fd)
+		if a.kind == KindWritable {
+			var sfs unix.Statfs_t
+			if err := unix.Fstatfs(fd, &sfs); err != nil {
+				return nil, fmt.Errorf("statfs %s %s: %w", a.what, a.Path, err)
+			}
+			if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+				return nil, fmt.Errorf("%s: %w", a.Path, ErrOverlayRoot)
+			}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, fmt.Errorf("stat %s %s: %w", a.what, a.Path, err)
+		}
+		if st.Dev != a.Dev || st.Ino != a.Ino {
+			return nil, fmt.Errorf("%s %s changed since the policy was compiled (was dev %d ino %d, now dev %d ino %d)",
+				a.what, a.Path, a.Dev, a.Ino, st.Dev, st.Ino)
+		}
+	}
+	if len(fds) == 0 {
+		return nil, nil
+	}
+	byFD, err := g.anchors.Resolve(fds)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]loader.AnchorID, len(fds))
+	for i, fd := range fds {
+		ids[i] = byFD[fd]
+	}
+	return ids, nil
+}
+
+// sessionRestrictedRead is bpf/fs.h's FS_SESSION_RESTRICTED_READ.
+const sessionRestrictedRead = 1 << 0
+
+// maxSubmounts bounds the mounts added below readable roots.
+const maxSubmounts = 4096
+
+// withSubmounts returns roots plus the root of every filesystem mounted
+// below one of them. The programs' d_parent walk ends at a filesystem's
+// root, so without them /sys would not cover /sys/fs/cgroup nor /run
+// cover /run/user/1000. Only readable roots get this: a writable anchor
+// on a filesystem's root would make that filesystem writable wherever it
+// is mounted, not only below the root.
+func withSubmounts(roots []policy.Anchor) []policy.Anchor {
+	out := append([]policy.Anchor(nil), roots...)
+	mounts, err := mountPoints()
+	if err != nil {
+		return out
+	}
+	for _, mp := range mounts {
+		if len(out)-len(roots) >= maxSubmounts {
+			break
+		}
+		for _, r := range roots {
+			if !r.Exists || !r.Dir || mp == r.Path || !strings.HasPrefix(mp, strings.TrimSuffix(r.Path, "/")+"/") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(mp, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				break
+			}
+			out = append(out, policy.Anchor{Path: mp, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true,
+				Source: "mounted below readable root " + r.Path})
+			break
+		}
+	}
+	return out
+}
+
+// mountPoints lists the mount points of this process's mount namespace.
+func mountPoints() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 {
+			out = append(out, unescape(f[4]))
+		}
+	}
+	return out, nil
+}
+
+// socketAnchors resolves the AF_UNIX sockets a policy allows. A listed
+// socket that does not exist now is skipped: it is not connectable by
+// anyone, and one created later is a new inode the rule never named.
+func socketAnchors(paths []string) ([]policy.Anchor, error) {
+	var out []policy.Anchor
+	for _, p := range paths {
+		resolved, err := filepath.EvalSymlinks(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("allowed unix socket %s: %w", p, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(resolved, &st); err != nil {
+			return nil, fmt.Errorf("allowed unix socket %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+			return nil, fmt.Errorf("allowed unix socket %s: %s is not a socket", p, resolved)
+		}
+		out = append(out, policy.Anchor{Path: resolved, Dev: st.Dev, Ino: st.Ino, Exists: true, Source: "network.allow_unix_sockets"})
+	}
+	return out, nil
+}
