@@ -50,6 +50,11 @@ const (
 // roots could be emptied. Refusing is the fail-closed answer.
 const MinABI = 3
 
+// AuditABI is the first Landlock ABI whose refusals the kernel audits
+// (Linux 6.15); before it a Landlock refusal is invisible to the
+// supervisor.
+const AuditABI = 7
+
 // devices stay usable in every mode with filesystem rules: shells and
 // tools write to /dev/null and talk to their terminal.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"}
@@ -123,7 +128,7 @@ func Plan(c *policy.Compiled, abi int) (*Ruleset, []string, error) {
 	} else {
 		warnings = append(warnings, fmt.Sprintf("landlock ABI %d: no signal or abstract-unix-socket scoping (needs ABI 6, Linux 6.12)", abi))
 	}
-	if abi >= 7 {
+	if abi >= AuditABI {
 		// Without this flag the kernel logs denials only until the
 		// launcher execs, i.e. never for the command itself.
 		r.RestrictFlags = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON

@@ -3,8 +3,6 @@
 package session_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // TestRunNormalWork proves the boundary does not break what an agent is
@@ -26,7 +26,7 @@ func TestRunNormalWork(t *testing.T) {
 
 	// The archive lives outside every writable root: reading it is allowed.
 	archive := filepath.Join(e.outside, "src.tar")
-	writeTar(t, archive, map[string]string{"pkg/a.txt": "alpha\n", "pkg/deep/b.txt": "beta\n"})
+	testutil.WriteTar(t, archive, map[string]string{"pkg/a.txt": "alpha\n", "pkg/deep/b.txt": "beta\n"})
 	mustWrite(t, filepath.Join(e.ws, "Makefile"), "out.txt: file.txt\n\tcp file.txt out.txt\n")
 	if err := os.MkdirAll(filepath.Join(e.ws, "hello"), 0o755); err != nil {
 		t.Fatal(err)
@@ -85,25 +85,5 @@ func TestRunNormalWork(t *testing.T) {
 	}
 	if goErr == nil && !exists(filepath.Join(e.ws, "hello", "hello")) {
 		t.Error("hello binary missing after the session")
-	}
-}
-
-func writeTar(t *testing.T, path string, files map[string]string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(1, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -109,6 +109,12 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 		if c.Mode != policy.ModeFullAccess {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock unavailable (%v): no signal or abstract-socket scoping", llErr))
 		}
+	} else if hasLayer(external, LayerBPFLSM) && abi < landlock.AuditABI {
+		// Landlock comes before bpf in every kernel's LSM order, so a
+		// refusal both layers would make is Landlock's; below ABI 7 the
+		// kernel does not audit it, and nothing would report it. BPF-LSM
+		// enforces (and reports) the whole policy alone.
+		p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: ABI %d cannot report refusals to audit (needs ABI %d)", abi, landlock.AuditABI))
 	} else {
 		rs, warnings, err := landlock.Plan(c, abi)
 		switch {

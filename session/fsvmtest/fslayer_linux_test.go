@@ -20,6 +20,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -95,9 +96,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	// A tmpfs of its own: the VM's root is an overlay of filesystems of
-	// different kinds, where a directory's st_ino need not be the inode
-	// number the kernel walk sees (fsguard matches anchors by inode).
+	// A tmpfs of its own: the VM's root is an overlayfs, and BPF-LSM
+	// refuses writable roots on overlayfs (fsguard.ErrOverlayRoot; see
+	// TestRunOverlayWorkspace).
 	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "mode=0755"); err != nil {
 		t.Fatalf("mount tmpfs on %s: %v", base, err)
 	}
@@ -235,12 +236,22 @@ awk '$5 == "/proc/sys" && $6 ~ /^ro/ { print "present" }' /proc/self/mountinfo >
 	if !strings.Contains(layers, session.LayerBPFLSM) || !strings.Contains(layers, session.LayerMountNS) {
 		t.Errorf("session layers %q lack bpf-lsm or the mount namespace", layers)
 	}
-	if strings.Contains(layers, session.LayerLandlock) {
-		// Landlock comes first in the LSM order and refused the outside
-		// write itself; the kernel audits it only from Landlock ABI 7.
-		t.Logf("landlock stacked on BPF-LSM (%s)", layers)
-	} else {
-		t.Logf("landlock not stacked on this kernel (%s; warnings: %s): BPF-LSM refused the outside write", layers, strings.TrimSpace(warnings))
+	// Landlock is stacked on BPF-LSM exactly when the kernel audits its
+	// refusals (it comes first in the LSM order and would refuse the
+	// outside write itself); the ABI comes from an independent probe.
+	abi, llErr := landlock.ABI()
+	switch {
+	case llErr == nil && abi >= landlock.AuditABI:
+		if !strings.Contains(layers, session.LayerLandlock) {
+			t.Errorf("landlock ABI %d audits refusals but is not stacked on BPF-LSM: layers %q", abi, layers)
+		}
+	default:
+		if strings.Contains(layers, session.LayerLandlock) {
+			t.Errorf("landlock (ABI %d, %v) stacked on BPF-LSM although its refusals would not be audited: layers %q", abi, llErr, layers)
+		}
+		if llErr == nil && !strings.Contains(warnings, "cannot report refusals to audit") {
+			t.Errorf("run does not say why landlock ABI %d is not stacked:\n%s", abi, warnings)
+		}
 		expectDenial(t, e.auditLog, first, "create", filepath.Join(e.outside, "new.txt"))
 	}
 
