@@ -38,6 +38,17 @@ struct {
 	__type(value, struct fs_name_bits);
 } fs_names SEC(".maps");
 
+/*
+ * fs_glob_scopes value: the include globs (bit k = fs_session.globs[k])
+ * that apply below the directory {session, s_dev, ino}.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fs_anchor_key);
+	__type(value, __u32);
+} fs_glob_scopes SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
@@ -79,6 +90,7 @@ struct inode___fs {
 #define CHECK_LEAF_DIR (1U << 3)  /* the entry is (or becomes) a directory */
 #define CHECK_LEAF_FILE (1U << 4) /* the entry is (or becomes) a non-directory */
 #define CHECK_UNIX (1U << 5)      /* a connect or send to the AF_UNIX socket entry */
+#define CHECK_GLOB (1U << 6)      /* the entry's content is read: deny-read globs apply */
 
 struct walk {
 	__u64 dentry; /* current level; a kernel pointer read only through CO-RE */
@@ -95,6 +107,8 @@ struct walk {
 	__u32 rule_id;
 	__u32 depth;
 	__u32 decided;
+	__u32 glob_want; /* include globs the leaf name matched */
+	__u32 glob_hit;  /* of those, the ones whose scope is an ancestor */
 	__u32 _pad;
 };
 
@@ -109,6 +123,11 @@ static long walk_step(__u32 level, struct walk *w)
 			.ino = BPF_CORE_READ(inode, i_ino),
 			.dev = BPF_CORE_READ(d, d_sb, s_dev),
 		};
+		if (w->glob_want) {
+			__u32 *scoped = bpf_map_lookup_elem(&fs_glob_scopes, &key);
+			if (scoped)
+				w->glob_hit |= *scoped & w->glob_want;
+		}
 		struct fs_rule *rule = bpf_map_lookup_elem(&fs_anchors, &key);
 		/* Adding, removing or moving a writable root itself changes
 		 * its parent, which the root does not make writable. */
@@ -184,7 +203,7 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	e->cgroup_id = w->cgroup_id;
 	e->ino = inode ? BPF_CORE_READ(inode, i_ino) : 0;
 	for (int k = 0; k < FS_NFA_WORDS; k++)
-		e->matched[k] = w->kind == FS_KIND_PATTERN ? w->hit[k] : 0;
+		e->matched[k] = w->kind == FS_KIND_PATTERN || w->kind == FS_KIND_DENY_GLOB ? w->hit[k] : 0;
 	e->dev = BPF_CORE_READ(d, d_sb, s_dev);
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
@@ -244,6 +263,70 @@ static __always_inline bool kernel_private(struct dentry *d)
 }
 
 /*
+ * The glob matcher has no data-dependent branches: a branch per glob
+ * would double the verifier's states for each of FS_GLOBS globs. Every
+ * comparison is arithmetic on 64-bit values: (s64)x >> 63 is all ones
+ * exactly when x < 0.
+ */
+static __always_inline __u64 neg_mask(__s64 x)
+{
+	/* In asm so that clang cannot turn it back into a compare-and-branch. */
+	asm volatile("%[x] s>>= 63" : [x] "+r"(x));
+	return (__u64)x;
+}
+#define NEG_MASK(x) neg_mask((__s64)(x))
+
+/* glob_match returns 1 when the name matches g, else 0. */
+static __always_inline __u64 glob_match(const struct fs_glob *g, const char *head, const char *tail, __u64 len)
+{
+	__s64 plen = g->prefix_len & 63, slen = g->suffix_len & 63;
+	__u64 diff = 0;
+	for (int i = 0; i < FS_GLOB_LEN; i++) {
+		diff |= (__u64)(__u8)(head[i] ^ g->prefix[i]) & NEG_MASK(i - plen);
+		diff |= (__u64)(__u8)(tail[i] ^ g->suffix[i]) & NEG_MASK(FS_GLOB_LEN - 1 - i - slen);
+	}
+	__u64 star = NEG_MASK(-(__s64)(g->star & 1));   /* all ones when star */
+	__u64 longer = ~NEG_MASK((__s64)len - plen - slen); /* len >= plen + slen */
+	__u64 equal = NEG_MASK(((__s64)(len ^ plen)) - 1); /* len == plen */
+	__u64 same = NEG_MASK((__s64)diff - 1);             /* diff == 0 */
+	return ((star & longer) | (~star & equal)) & same & 1;
+}
+
+/*
+ * leaf_globs returns the include globs of sess that the name of d matches
+ * and none of whose exceptions do (bit k = sess->globs[k]); name and len
+ * are the entry's d_name. A global function: the verifier checks it once,
+ * not at every caller, and only with scalar arguments.
+ */
+__noinline __u32 leaf_globs(const struct fs_session *sess, __u64 name, __u64 len)
+{
+	if (!sess)
+		return 0;
+	__u64 n = sess->nglobs;
+	char head[FS_GLOB_LEN] = {}, tail[FS_GLOB_LEN] = {};
+	len &= 255;
+	bpf_probe_read_kernel(head, FS_GLOB_LEN, (const void *)name);
+	/*
+	 * tail holds the FS_GLOB_LEN bytes that end the name. A name shorter
+	 * than that is stored inline in its dentry, so the bytes around it
+	 * are the dentry's own; head's bytes past the name and tail's before
+	 * it are never compared, as a glob only matches a name at least as
+	 * long as its prefix and suffix.
+	 */
+	bpf_probe_read_kernel(tail, FS_GLOB_LEN, (const void *)(name + len - FS_GLOB_LEN));
+	__u64 include = 0, excluded = 0;
+	for (int k = 0; k < FS_GLOBS; k++) {
+		const struct fs_glob *g = &sess->globs[k];
+		__u64 m = glob_match(g, head, tail, len) & NEG_MASK(k - (__s64)n) & 1; /* k < n */
+		__u64 exc = g->exclude_of & (FS_GLOBS + 1);
+		__u64 is_exc = NEG_MASK(-(__s64)exc) & 1;
+		include |= (m & (is_exc ^ 1)) << k;
+		excluded |= (m & is_exc) << ((exc - 1) & (FS_GLOBS - 1));
+	}
+	return include & ~excluded;
+}
+
+/*
  * check judges one entry for the current task and returns 0 or -EACCES,
  * emitting an event for a refusal. dentry is the entry (negative for one
  * that is being created).
@@ -261,6 +344,12 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		.cgroup_id = cgroup_id,
 		.flags = flags,
 	};
+	/* Not a constant to the verifier; see fs_session.zero. */
+	w.glob_hit = sess->zero;
+	if (flags & CHECK_GLOB) {
+		struct qstr q = BPF_CORE_READ((struct dentry *)dentry, d_name);
+		w.glob_want = leaf_globs(sess, (__u64)q.name, q.len);
+	}
 	for (int k = 0; k < FS_NFA_WORDS; k++) {
 		/* Zero, but not a constant to the verifier; see fs_session.zero. */
 		w.state[k] = sess->zero;
@@ -312,6 +401,11 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		refuse = true;
 		break;
 	}
+	if (!refuse && w.glob_hit) {
+		refuse = true;
+		w.kind = FS_KIND_DENY_GLOB;
+		w.hit[0] = w.glob_hit; /* reported in fs_event.matched */
+	}
 	if (!refuse)
 		return 0;
 	emit(&w, dentry, op, EACCES);
@@ -354,14 +448,14 @@ static __always_inline bool harmless_device(struct inode *inode)
  * check_file_write judges writing through file. FIFOs and sockets hold no
  * data, some devices are harmless.
  */
-static __always_inline int check_file_write(struct file *file, __u32 op)
+static __always_inline int check_file_write(struct file *file, __u32 op, __u32 flags)
 {
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	umode_t fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
 	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFBLK && (fmt != S_IFCHR || harmless_device(inode)))
 		return 0;
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	return check((__u64)d, op, type_flags(d));
+	return check((__u64)d, op, flags | type_flags(d));
 }
 
 /* Guards open(2) and its relatives, for writing, truncating and reading. */
@@ -373,12 +467,12 @@ int BPF_PROG(fs_file_open, struct file *file, int ret)
 	fmode_t mode = BPF_CORE_READ(file, f_mode);
 	unsigned int fflags = BPF_CORE_READ(file, f_flags);
 	if ((mode & FMODE_WRITE) || (fflags & O_TRUNC))
-		return check_file_write(file, FS_OP_OPEN_WRITE);
+		return check_file_write(file, FS_OP_OPEN_WRITE, mode & FMODE_READ ? CHECK_GLOB : 0);
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFCHR && harmless_device(inode))
 		return 0;
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	return check((__u64)d, FS_OP_OPEN_READ, CHECK_READ | type_flags(d));
+	return check((__u64)d, FS_OP_OPEN_READ, CHECK_READ | CHECK_GLOB | type_flags(d));
 }
 
 /*
@@ -393,7 +487,7 @@ int BPF_PROG(fs_file_receive, struct file *file, int ret)
 	fmode_t mode = BPF_CORE_READ(file, f_mode);
 	if (!(mode & FMODE_WRITE))
 		return 0;
-	return check_file_write(file, FS_OP_RECEIVE);
+	return check_file_write(file, FS_OP_RECEIVE, 0);
 }
 
 /*
@@ -410,7 +504,7 @@ int BPF_PROG(fs_mmap_file, struct file *file, unsigned long reqprot, unsigned lo
 {
 	if (ret || !file || !(prot & PROT_WRITE) || !(mflags & MAP_SHARED))
 		return ret;
-	return check_file_write(file, FS_OP_MMAP);
+	return check_file_write(file, FS_OP_MMAP, 0);
 }
 
 struct vm_area_struct___fs {
@@ -427,7 +521,7 @@ int BPF_PROG(fs_file_mprotect, struct vm_area_struct___fs *vma, unsigned long re
 	struct file *file = BPF_CORE_READ(v, vm_file);
 	if (!file || !(BPF_CORE_READ(v, vm_flags) & VM_SHARED))
 		return 0;
-	return check_file_write(file, FS_OP_MMAP);
+	return check_file_write(file, FS_OP_MMAP, 0);
 }
 
 /*
@@ -540,8 +634,10 @@ int BPF_PROG(fs_path_link, struct dentry *old_dentry, const struct path *new_dir
 	if (ret)
 		return ret;
 	/* A new name for an inode lets it be written there: the inode must
-	 * be writable where it is. */
-	int err = check((__u64)old_dentry, FS_OP_LINK_SOURCE, CHECK_ENTRY | CHECK_LEAF_FILE);
+	 * be writable where it is. Nor may an entry a deny-read glob
+	 * matches get a second name the glob does not match (also for
+	 * rename below). */
+	int err = check((__u64)old_dentry, FS_OP_LINK_SOURCE, CHECK_ENTRY | CHECK_GLOB | CHECK_LEAF_FILE);
 	if (err)
 		return err;
 	return check((__u64)new_dentry, FS_OP_LINK, CHECK_ENTRY | CHECK_PREFIX | CHECK_LEAF_FILE);
@@ -559,7 +655,7 @@ int BPF_PROG(fs_path_rename, const struct path *old_dir, struct dentry *old_dent
 {
 	if (ret)
 		return ret;
-	int err = check((__u64)old_dentry, FS_OP_RENAME_SOURCE, CHECK_ENTRY | CHECK_PREFIX | type_flags(old_dentry));
+	int err = check((__u64)old_dentry, FS_OP_RENAME_SOURCE, CHECK_ENTRY | CHECK_PREFIX | CHECK_GLOB | type_flags(old_dentry));
 	if (err)
 		return err;
 	return check((__u64)new_dentry, FS_OP_RENAME_TARGET, CHECK_ENTRY | CHECK_PREFIX | type_flags(old_dentry));

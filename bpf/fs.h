@@ -36,6 +36,7 @@ enum fs_kind {
 	FS_KIND_SELF = 6,      /* self-protection: reaching out of the session */
 	FS_KIND_UNIX = 7,      /* an AF_UNIX socket the session may connect to */
 	FS_KIND_READABLE = 8,  /* readable root (read_access = restricted) */
+	FS_KIND_DENY_GLOB = 9, /* a deny-read name glob matched the entry */
 };
 
 /* The refused operation (fs_event.op). */
@@ -73,6 +74,24 @@ enum fs_op {
 #define FS_EVENT_PATH_TRUNCATED (1U << 0) /* path lost its leading components */
 #define FS_EVENT_NEW_ENTRY (1U << 1)      /* the entry did not exist yet */
 
+/*
+ * Deny-read name globs: a name is matched against at most FS_GLOBS globs
+ * of the form PREFIX, PREFIX*, *SUFFIX or PREFIX*SUFFIX, each part at most
+ * FS_GLOB_LEN bytes.
+ */
+#define FS_GLOBS 8
+#define FS_GLOB_LEN 32
+
+struct fs_glob {
+	char prefix[FS_GLOB_LEN];
+	char suffix[FS_GLOB_LEN]; /* right-aligned: suffix[FS_GLOB_LEN - suffix_len:] */
+	__u8 prefix_len;
+	__u8 suffix_len;
+	__u8 star;       /* 0: the name is exactly the prefix */
+	__u8 exclude_of; /* 0: an include glob; k + 1: an exception to include glob k */
+	__u32 _pad;
+};
+
 /* fs_session.flags */
 #define FS_SESSION_RESTRICTED_READ (1U << 0) /* reads only below readable and writable roots */
 
@@ -91,7 +110,8 @@ struct fs_session {
 	 */
 	__u64 zero;
 	__u32 flags; /* FS_SESSION_* */
-	__u32 _pad;
+	__u32 nglobs;
+	struct fs_glob globs[FS_GLOBS];
 };
 
 /* fs_anchors key. dev is the kernel's s_dev (major << 20 | minor). */

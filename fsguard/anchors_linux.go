@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -181,4 +183,67 @@ func socketAnchors(paths []string) ([]policy.Anchor, error) {
 		out = append(out, policy.Anchor{Path: resolved, Dev: st.Dev, Ino: st.Ino, Exists: true, Source: "network.allow_unix_sockets"})
 	}
 	return out, nil
+}
+
+// addGlobScopes writes the directories below which s's deny-read globs
+// apply. A scope that does not exist has nothing below it yet; the glob
+// is then not enforced there by this layer (the policy compiler resolved
+// Within from an existing workspace).
+func (g *Guard) addGlobScopes(cgroupID uint64, s *session) error {
+	bits := map[string]uint32{}
+	var order []string
+	for k, slot := range s.globs {
+		if slot.excludeOf >= 0 {
+			continue
+		}
+		within := s.globSrc[slot.source].Within
+		if _, ok := bits[within]; !ok {
+			order = append(order, within)
+		}
+		bits[within] |= 1 << k
+	}
+	var anchors []kindedAnchor
+	var masks []uint32
+	for _, within := range order {
+		var st unix.Stat_t
+		if err := unix.Stat(within, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("deny-read glob scope %s: %w", within, err)
+		}
+		anchors = append(anchors, kindedAnchor{policy.Anchor{Path: within, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true}, KindDenyGlob, "deny-read glob scope"})
+		masks = append(masks, bits[within])
+	}
+	ids, err := g.kernelIdentities(anchors)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: id.Ino, Dev: id.Dev}
+		if err := g.progs.GlobScopes.Update(key, masks[i], ebpf.UpdateNoExist); err != nil {
+			return fmt.Errorf("write deny-read glob scope %s: %w", anchors[i].Path, err)
+		}
+		s.scopes = append(s.scopes, key)
+	}
+	return nil
+}
+
+// bpf is the slot in bpf/fs.h's layout.
+func (s globSlot) bpf() loader.FSGlob {
+	var g loader.FSGlob
+	for i := 0; i < len(s.prefix); i++ {
+		g.Prefix[i] = int8(s.prefix[i])
+	}
+	for i := 0; i < len(s.suffix); i++ {
+		g.Suffix[maxGlobLen-len(s.suffix)+i] = int8(s.suffix[i])
+	}
+	g.PrefixLen, g.SuffixLen = uint8(len(s.prefix)), uint8(len(s.suffix))
+	if s.star {
+		g.Star = 1
+	}
+	if s.excludeOf >= 0 {
+		g.ExcludeOf = uint8(s.excludeOf + 1)
+	}
+	return g
 }

@@ -70,12 +70,14 @@ const (
 	KindSelf      Kind = 6 // self-protection: the session reached outside itself
 	KindUnix      Kind = 7 // an AF_UNIX socket the policy lists
 	KindReadable  Kind = 8 // a readable root (read_access = restricted)
+	KindDenyGlob  Kind = 9 // a deny-read name glob matched the entry
 )
 
 var kindNames = map[Kind]string{
 	KindOutside: "outside_writable_roots", KindWritable: "writable_root", KindProtected: "protected_path",
 	KindDenyRead: "deny_read", KindPattern: "protected_pattern", KindDepth: "walk_depth_exceeded",
 	KindSelf: "self_protection", KindUnix: "allowed_unix_socket", KindReadable: "readable_root",
+	KindDenyGlob: "deny_read_glob",
 }
 
 func (k Kind) String() string {

@@ -45,6 +45,9 @@ type session struct {
 	rules   []string // by fs_rule.id
 	nfa     *nfa
 	pattern []policy.ProtectedPattern
+	scopes  []loader.FSAnchorKey // deny-read glob scopes
+	globs   []globSlot
+	globSrc []policy.NameGlob
 }
 
 // Load loads and attaches the filesystem programs. Nothing is enforced
@@ -100,7 +103,11 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		return fmt.Errorf("add filesystem session: cgroup %d already has one", cgroupID)
 	}
 
-	s := &session{nfa: n, pattern: c.ProtectedPatterns}
+	globs, err := compileGlobs(c.DenyReadGlobs)
+	if err != nil {
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	s := &session{nfa: n, pattern: c.ProtectedPatterns, globs: globs, globSrc: c.DenyReadGlobs}
 	restricted := c.ReadAccess == policy.ReadAccessRestricted
 	var readable []policy.Anchor
 	if restricted {
@@ -158,7 +165,15 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		}
 		s.names = append(s.names, key)
 	}
+	if err := g.addGlobScopes(cgroupID, s); err != nil {
+		g.removeLocked(s)
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
 	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	sess.Nglobs = uint32(len(globs))
+	for k, slot := range globs {
+		sess.Globs[k] = slot.bpf()
+	}
 	if restricted {
 		sess.Flags |= sessionRestrictedRead
 	}
@@ -208,6 +223,11 @@ func (g *Guard) removeLocked(s *session) error {
 	for _, k := range s.names {
 		if err := g.progs.Names.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete protected name: %w", err))
+		}
+	}
+	for _, k := range s.scopes {
+		if err := g.progs.GlobScopes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete deny-read glob scope: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -276,6 +296,15 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		for _, i := range s.nfa.patterns(raw.Matched) {
 			p := s.pattern[i]
 			parts = append(parts, fmt.Sprintf("protected pattern %s (%s)", strings.Join(p.Components, "/"), sourceOr(p.Source)))
+		}
+		e.Rule = strings.Join(parts, "; ")
+	case e.Kind == KindDenyGlob:
+		var parts []string
+		for k, slot := range s.globs {
+			if raw.Matched[0]&(1<<k) != 0 && slot.excludeOf < 0 {
+				src := s.globSrc[slot.source]
+				parts = append(parts, fmt.Sprintf("deny-read glob %s below %s (%s)", src.Include, src.Within, sourceOr(src.Source)))
+			}
 		}
 		e.Rule = strings.Join(parts, "; ")
 	case e.Kind == KindOutside && e.Op == OpOpenRead:

@@ -43,6 +43,17 @@ type fsFsEvent struct {
 	Path      [1024]int8
 }
 
+type fsFsGlob struct {
+	_         structs.HostLayout
+	Prefix    [32]int8
+	Suffix    [32]int8
+	PrefixLen uint8
+	SuffixLen uint8
+	Star      uint8
+	ExcludeOf uint8
+	Pad       uint32
+}
+
 type fsFsNameBits struct {
 	_    structs.HostLayout
 	Bits [4]uint64
@@ -69,7 +80,8 @@ type fsFsSession struct {
 	FileOnly [4]uint64
 	Zero     uint64
 	Flags    uint32
-	Pad      uint32
+	Nglobs   uint32
+	Globs    [8]fsFsGlob
 }
 
 // Names of all BPF objects in the ELF.
@@ -79,6 +91,7 @@ const (
 	fsMapFsAnchors              = "fs_anchors"
 	fsMapFsEvents               = "fs_events"
 	fsMapFsEventsLost           = "fs_events_lost"
+	fsMapFsGlobScopes           = "fs_glob_scopes"
 	fsMapFsNames                = "fs_names"
 	fsMapFsSessions             = "fs_sessions"
 	fsProgFsBpf                 = "fs_bpf"
@@ -199,6 +212,7 @@ type fsMapSpecs struct {
 	FsAnchors    *ebpf.MapSpec `ebpf:"fs_anchors"`
 	FsEvents     *ebpf.MapSpec `ebpf:"fs_events"`
 	FsEventsLost *ebpf.MapSpec `ebpf:"fs_events_lost"`
+	FsGlobScopes *ebpf.MapSpec `ebpf:"fs_glob_scopes"`
 	FsNames      *ebpf.MapSpec `ebpf:"fs_names"`
 	FsSessions   *ebpf.MapSpec `ebpf:"fs_sessions"`
 }
@@ -233,6 +247,7 @@ type fsMaps struct {
 	FsAnchors    *ebpf.Map `ebpf:"fs_anchors"`
 	FsEvents     *ebpf.Map `ebpf:"fs_events"`
 	FsEventsLost *ebpf.Map `ebpf:"fs_events_lost"`
+	FsGlobScopes *ebpf.Map `ebpf:"fs_glob_scopes"`
 	FsNames      *ebpf.Map `ebpf:"fs_names"`
 	FsSessions   *ebpf.Map `ebpf:"fs_sessions"`
 }
@@ -242,6 +257,7 @@ func (m *fsMaps) Close() error {
 		m.FsAnchors,
 		m.FsEvents,
 		m.FsEventsLost,
+		m.FsGlobScopes,
 		m.FsNames,
 		m.FsSessions,
 	)

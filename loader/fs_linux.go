@@ -22,6 +22,7 @@ type (
 	FSNameKey   = fsFsNameKey
 	FSNameBits  = fsFsNameBits
 	FSEvent     = fsFsEvent
+	FSGlob      = fsFsGlob
 )
 
 // FSPrograms are the filesystem BPF-LSM programs (bpf/fs.c), loaded and
@@ -31,6 +32,7 @@ type FSPrograms struct {
 	Sessions   *ebpf.Map // cgroup id -> FSSession
 	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
+	GlobScopes *ebpf.Map // FSAnchorKey -> bitmask of FSSession.Globs
 	Events     *ebpf.Map // ring buffer of FSEvent
 	EventsLost *ebpf.Map // per-CPU count of failed reservations
 
@@ -107,6 +109,7 @@ func LoadFS() (*FSPrograms, error) {
 		Sessions:   coll.Maps["fs_sessions"],
 		Anchors:    coll.Maps["fs_anchors"],
 		Names:      coll.Maps["fs_names"],
+		GlobScopes: coll.Maps["fs_glob_scopes"],
 		Events:     coll.Maps["fs_events"],
 		EventsLost: coll.Maps["fs_events_lost"],
 		Skipped:    skipped,
