@@ -72,3 +72,11 @@ func (s globSlot) matches(name string) bool {
 	}
 	return len(name) >= len(s.prefix)+len(s.suffix) && strings.HasPrefix(name, s.prefix) && strings.HasSuffix(name, s.suffix)
 }
+
+// sourceOr names where a rule came from in events and errors.
+func sourceOr(s string) string {
+	if s == "" {
+		return "unknown source"
+	}
+	return s
+}

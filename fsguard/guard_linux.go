@@ -185,12 +185,6 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	return nil
 }
 
-func sourceOr(s string) string {
-	if s == "" {
-		return "unknown source"
-	}
-	return s
-}
 
 // RemoveSession stops enforcing for cgroupID. The session entry goes
 // first, so the programs never judge by a half-removed rule set.
