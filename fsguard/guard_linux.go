@@ -185,7 +185,6 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	return nil
 }
 
-
 // RemoveSession stops enforcing for cgroupID. The session entry goes
 // first, so the programs never judge by a half-removed rule set.
 func (g *Guard) RemoveSession(cgroupID uint64) error {
