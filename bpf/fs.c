@@ -49,10 +49,18 @@ struct {
 	__type(value, __u32);
 } fs_glob_scopes SEC(".maps");
 
+/* Holds about 3 500 events: more than a session's flood-control burst. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
+	__uint(max_entries, 4 << 20);
 } fs_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* cgroup v2 id */
+	__type(value, struct fs_flood_bucket);
+} fs_flood SEC(".maps");
 
 /* Failed ring buffer reservations, per CPU: userspace reports them. */
 struct {
@@ -186,16 +194,58 @@ static long walk_step(__u32 level, struct walk *w)
 	return 0;
 }
 
+/*
+ * flood_admit returns whether the session may emit one more event now,
+ * counting it in fs_flood.suppressed when not; *suppressed gets the count.
+ * Concurrent CPUs may race on tat (the rate is approximate); the count is
+ * atomic, so it is exact.
+ */
+static __always_inline bool flood_admit(__u64 cgroup_id, __u64 *suppressed)
+{
+	*suppressed = 0;
+	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
+	struct fs_flood_bucket *f = bpf_map_lookup_elem(&fs_flood, &cgroup_id);
+	if (!sess || !f || !sess->flood_interval_ns)
+		return true;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 tat = f->tat;
+	if (tat < now)
+		tat = now;
+	if (tat - now > sess->flood_burst_ns) {
+		__sync_fetch_and_add(&f->suppressed, 1);
+		return false;
+	}
+	f->tat = tat + sess->flood_interval_ns;
+	*suppressed = f->suppressed;
+	return true;
+}
+
+static __always_inline void count_sent(__u64 cgroup_id)
+{
+	struct fs_flood_bucket *f = bpf_map_lookup_elem(&fs_flood, &cgroup_id);
+	if (f)
+		__sync_fetch_and_add(&f->sent, 1);
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
+	if (lost)
+		(*lost)++;
+}
+
 static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 {
+	__u64 suppressed;
+	if (!flood_admit(w->cgroup_id, &suppressed))
+		return 0;
 	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
 	if (!e) {
-		__u32 zero = 0;
-		__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
-		if (lost)
-			(*lost)++;
+		count_lost();
 		return 0;
 	}
+	e->suppressed = suppressed;
 	struct dentry *d = (struct dentry *)leaf;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -242,6 +292,7 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 		e->flags |= FS_EVENT_PATH_TRUNCATED;
 	e->path_off = pos;
 	bpf_ringbuf_submit(e, 0);
+	count_sent(w->cgroup_id);
 	return 0;
 }
 
@@ -746,16 +797,17 @@ struct task_struct___fs {
 
 static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid)
 {
+	__u64 suppressed;
+	if (!flood_admit(cgroup_id, &suppressed))
+		return -EPERM;
 	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
 	if (!e) {
-		__u32 zero = 0;
-		__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
-		if (lost)
-			(*lost)++;
+		count_lost();
 		return -EPERM;
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__builtin_memset(e, 0, offsetof(struct fs_event, comm));
+	e->suppressed = suppressed;
 	e->cgroup_id = cgroup_id;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
@@ -766,6 +818,7 @@ static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid)
 	e->target_pid = target_pid;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
+	count_sent(cgroup_id);
 	return -EPERM;
 }
 

@@ -8,28 +8,45 @@
 // AddSession before the session's first process enters the cgroup (run),
 // or right after moving it in (attach).
 //
-// Matching is by inode ancestry: each anchor (writable root, protected
-// path, denied read) is an (s_dev, inode) pair, and the programs walk the
-// target's d_parent chain to the nearest anchor, so bind mounts, chroot,
-// mount namespaces, /proc/self/fd and relative paths name the same
-// inodes and get the same verdict. Protected patterns run as a
-// bit-parallel NFA over component names read upwards, which also covers
-// entries that do not exist yet. Renames and new links are judged in
-// prefix mode: no end may be any component of a pattern, so `mv .git x`
-// cannot carry hooks out of the pattern's reach, nor `mv x .git` bring
-// unprotected content in.
+// Matching is by inode ancestry: each anchor (writable root, readable
+// root, protected path, denied read, allowed AF_UNIX socket) is an
+// (s_dev, inode) pair as the kernel itself names the inode (read back
+// through a task_file iterator, bpf/anchor.c, since stat(2) reports other
+// numbers on overlayfs and btrfs), and the programs walk the target's
+// d_parent chain to the nearest anchor, so bind mounts, chroot, mount
+// namespaces, /proc/self/fd and relative paths name the same inodes and
+// get the same verdict. Protected patterns run as a bit-parallel NFA over
+// component names read upwards, which also covers entries that do not
+// exist yet; deny-read globs (.env* but not .env.example) match the
+// entry's own name, below a scope directory found on the same walk.
+// Renames and new links are judged in prefix mode: no end may be any
+// component of a pattern, so `mv .git x` cannot carry hooks out of the
+// pattern's reach, nor `mv x .git` bring unprotected content in; nor may a
+// glob-matched entry be renamed or linked to a name the glob misses.
+//
+// Besides opens, every way of changing a file is hooked (see bpf/fs.c):
+// truncate, create, link, unlink, rename, chmod, chown, setattr, xattrs,
+// shared writable mappings (mmap, mprotect: an fd from before the
+// session), writable fds received over SCM_RIGHTS, and connecting to a
+// pathname AF_UNIX socket, which counts as writing it unless the policy
+// lists the socket. Self-protection refuses bpf(2), ptrace and signals to
+// tasks outside the session, TIOCSTI, mounts, module requests and kernel
+// loads of modules, firmware and kexec images.
 //
 // Every refusal returns EACCES (EPERM for self-protection) and is one
 // Event; failed ring buffer reservations are counted (EventsLost).
 //
 // Known limits: an anchor must exist to be matched by inode (DenyRead
-// entries with Exists=false and DenyReadGlobs are not enforced here);
-// ReadAccess restricted is not enforced here; an fd opened for writing
-// before attach keeps working (write(2) is not hooked); a file hard
-// linked into a writable root before the session started is writable
-// through that link unless it is itself a ProtectedPaths anchor; the walk
-// stops after FS_MAX_DEPTH (512) levels and refuses. Overlayfs reports
-// st_ino of the upper/lower inode for non-directories, which may differ
-// from the overlay inode the walk sees: anchors of non-directories on
-// overlayfs may not match (directories, the usual anchors, do).
+// entries with Exists=false are not enforced here); an fd opened for
+// writing before attach keeps working through write(2), which is not
+// hooked (mapping it is refused); a file hard linked into a writable root
+// before the session started is writable through that link unless it is
+// itself a ProtectedPaths anchor; the walk ends at a filesystem's root, so
+// a filesystem mounted below a writable root is not writable (readable
+// roots do extend to filesystems mounted below them when the session is
+// added); the walk stops after FS_MAX_DEPTH (512) levels and refuses;
+// writable roots on overlayfs are refused (ErrOverlayRoot): overlayfs
+// writes its upper layer on the session's behalf, where no anchor is an
+// ancestor. Memfds and shared anonymous memory are not judged: no mount
+// shows them.
 package fsguard

@@ -113,6 +113,9 @@ type Event struct {
 	// TargetPID is the task a self-protection refusal (OpPtrace, OpKill)
 	// protected.
 	TargetPID uint32
+	// Suppressed is the session's count of refusals the programs' flood
+	// control did not send, as of this event (it only grows).
+	Suppressed uint64
 }
 
 // componentsLeafFirst splits the event's path buffer ("leaf/parent/.../")

@@ -35,17 +35,22 @@ type Guard struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
+	// floodInterval and floodBurst configure the programs' per-session
+	// flood control (SetFlood).
+	floodInterval, floodBurst uint64
 }
 
 // session remembers what AddSession wrote, to remove it and to explain
 // events.
 type session struct {
+	id      uint64 // cgroup id
 	anchors []loader.FSAnchorKey
 	names   []loader.FSNameKey
 	rules   []string // by fs_rule.id
 	nfa     *nfa
 	pattern []policy.ProtectedPattern
 	scopes  []loader.FSAnchorKey // deny-read glob scopes
+	flood   bool                 // the fs_flood entry was written
 	globs   []globSlot
 	globSrc []policy.NameGlob
 }
@@ -68,7 +73,9 @@ func Load() (*Guard, error) {
 		progs.Close()
 		return nil, fmt.Errorf("open filesystem event ring buffer: %w", err)
 	}
-	return &Guard{progs: progs, reader: rd, anchors: anchors, sessions: map[uint64]*session{}}, nil
+	g := &Guard{progs: progs, reader: rd, anchors: anchors, sessions: map[uint64]*session{}}
+	g.SetFlood(DefaultFloodRate, DefaultFloodBurst)
+	return g, nil
 }
 
 // Hooks names the LSM hooks the programs are attached to.
@@ -107,7 +114,7 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	if err != nil {
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
-	s := &session{nfa: n, pattern: c.ProtectedPatterns, globs: globs, globSrc: c.DenyReadGlobs}
+	s := &session{id: cgroupID, nfa: n, pattern: c.ProtectedPatterns, globs: globs, globSrc: c.DenyReadGlobs}
 	restricted := c.ReadAccess == policy.ReadAccessRestricted
 	var readable []policy.Anchor
 	if restricted {
@@ -169,7 +176,13 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		g.removeLocked(s)
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
-	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	if err := g.progs.Flood.Update(cgroupID, loader.FSFlood{}, ebpf.UpdateNoExist); err != nil {
+		g.removeLocked(s)
+		return fmt.Errorf("add filesystem session for cgroup %d: flood control entry: %w", cgroupID, err)
+	}
+	s.flood = true
+	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly,
+		FloodIntervalNs: g.floodInterval, FloodBurstNs: g.floodBurst}
 	sess.Nglobs = uint32(len(globs))
 	for k, slot := range globs {
 		sess.Globs[k] = slot.bpf()
@@ -218,6 +231,11 @@ func (g *Guard) removeLocked(s *session) error {
 			errs = append(errs, fmt.Errorf("delete protected name: %w", err))
 		}
 	}
+	if s.flood {
+		if err := g.progs.Flood.Delete(s.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete flood control entry: %w", err))
+		}
+	}
 	for _, k := range s.scopes {
 		if err := g.progs.GlobScopes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete deny-read glob scope: %w", err))
@@ -261,6 +279,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		PathTruncated: raw.Flags&1 != 0,
 		Kind:          Kind(raw.Kind),
 		Depth:         raw.Depth,
+		Suppressed:    raw.Suppressed,
 	}
 	off := min(int(raw.PathOff), len(raw.Path))
 	buf := make([]byte, off)

@@ -22,25 +22,33 @@ type fsFsAnchorKey struct {
 }
 
 type fsFsEvent struct {
-	_         structs.HostLayout
-	CgroupId  uint64
-	Ino       uint64
-	Matched   [4]uint64
-	Dev       uint32
-	Pid       uint32
-	Tid       uint32
-	Uid       uint32
-	Op        uint32
-	Errno     int32
-	Kind      uint32
-	RuleId    uint32
-	Depth     uint32
-	Flags     uint32
-	PathOff   uint16
-	Pad       uint16
-	TargetPid uint32
-	Comm      [16]int8
-	Path      [1024]int8
+	_          structs.HostLayout
+	CgroupId   uint64
+	Ino        uint64
+	Matched    [4]uint64
+	Suppressed uint64
+	Dev        uint32
+	Pid        uint32
+	Tid        uint32
+	Uid        uint32
+	Op         uint32
+	Errno      int32
+	Kind       uint32
+	RuleId     uint32
+	Depth      uint32
+	Flags      uint32
+	PathOff    uint16
+	Pad        uint16
+	TargetPid  uint32
+	Comm       [16]int8
+	Path       [1024]int8
+}
+
+type fsFsFloodBucket struct {
+	_          structs.HostLayout
+	Tat        uint64
+	Suppressed uint64
+	Sent       uint64
 }
 
 type fsFsGlob struct {
@@ -72,16 +80,18 @@ type fsFsRule struct {
 }
 
 type fsFsSession struct {
-	_        structs.HostLayout
-	Start    [4]uint64
-	Final    [4]uint64
-	Wildcard [4]uint64
-	DirOnly  [4]uint64
-	FileOnly [4]uint64
-	Zero     uint64
-	Flags    uint32
-	Nglobs   uint32
-	Globs    [8]fsFsGlob
+	_               structs.HostLayout
+	Start           [4]uint64
+	Final           [4]uint64
+	Wildcard        [4]uint64
+	DirOnly         [4]uint64
+	FileOnly        [4]uint64
+	Zero            uint64
+	FloodIntervalNs uint64
+	FloodBurstNs    uint64
+	Flags           uint32
+	Nglobs          uint32
+	Globs           [8]fsFsGlob
 }
 
 // Names of all BPF objects in the ELF.
@@ -91,6 +101,7 @@ const (
 	fsMapFsAnchors              = "fs_anchors"
 	fsMapFsEvents               = "fs_events"
 	fsMapFsEventsLost           = "fs_events_lost"
+	fsMapFsFlood                = "fs_flood"
 	fsMapFsGlobScopes           = "fs_glob_scopes"
 	fsMapFsNames                = "fs_names"
 	fsMapFsSessions             = "fs_sessions"
@@ -212,6 +223,7 @@ type fsMapSpecs struct {
 	FsAnchors    *ebpf.MapSpec `ebpf:"fs_anchors"`
 	FsEvents     *ebpf.MapSpec `ebpf:"fs_events"`
 	FsEventsLost *ebpf.MapSpec `ebpf:"fs_events_lost"`
+	FsFlood      *ebpf.MapSpec `ebpf:"fs_flood"`
 	FsGlobScopes *ebpf.MapSpec `ebpf:"fs_glob_scopes"`
 	FsNames      *ebpf.MapSpec `ebpf:"fs_names"`
 	FsSessions   *ebpf.MapSpec `ebpf:"fs_sessions"`
@@ -247,6 +259,7 @@ type fsMaps struct {
 	FsAnchors    *ebpf.Map `ebpf:"fs_anchors"`
 	FsEvents     *ebpf.Map `ebpf:"fs_events"`
 	FsEventsLost *ebpf.Map `ebpf:"fs_events_lost"`
+	FsFlood      *ebpf.Map `ebpf:"fs_flood"`
 	FsGlobScopes *ebpf.Map `ebpf:"fs_glob_scopes"`
 	FsNames      *ebpf.Map `ebpf:"fs_names"`
 	FsSessions   *ebpf.Map `ebpf:"fs_sessions"`
@@ -257,6 +270,7 @@ func (m *fsMaps) Close() error {
 		m.FsAnchors,
 		m.FsEvents,
 		m.FsEventsLost,
+		m.FsFlood,
 		m.FsGlobScopes,
 		m.FsNames,
 		m.FsSessions,

@@ -23,6 +23,7 @@ type (
 	FSNameBits  = fsFsNameBits
 	FSEvent     = fsFsEvent
 	FSGlob      = fsFsGlob
+	FSFlood     = fsFsFloodBucket
 )
 
 // FSPrograms are the filesystem BPF-LSM programs (bpf/fs.c), loaded and
@@ -33,6 +34,7 @@ type FSPrograms struct {
 	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
 	GlobScopes *ebpf.Map // FSAnchorKey -> bitmask of FSSession.Globs
+	Flood      *ebpf.Map // cgroup id -> FSFlood
 	Events     *ebpf.Map // ring buffer of FSEvent
 	EventsLost *ebpf.Map // per-CPU count of failed reservations
 
@@ -110,6 +112,7 @@ func LoadFS() (*FSPrograms, error) {
 		Anchors:    coll.Maps["fs_anchors"],
 		Names:      coll.Maps["fs_names"],
 		GlobScopes: coll.Maps["fs_glob_scopes"],
+		Flood:      coll.Maps["fs_flood"],
 		Events:     coll.Maps["fs_events"],
 		EventsLost: coll.Maps["fs_events_lost"],
 		Skipped:    skipped,

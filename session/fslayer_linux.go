@@ -66,6 +66,15 @@ type fsSession struct {
 	// without filesystem rules, full-access or external-sandbox, adds
 	// none).
 	rules bool
+	// emu orders the event loop's writes against remove: once ended is
+	// set no record of the session is written, so read is final.
+	emu   sync.Mutex
+	ended bool
+	// read counts the session's events written as records.
+	read uint64
+	// suppressed is the programs' flood-control count already written
+	// as suppressed records (fsguard.Event.Suppressed only grows).
+	suppressed uint64
 }
 
 // fsLostPoll is how often the lost-event counter is read.
@@ -85,6 +94,17 @@ func NewFSLayer(cfg FSConfig) (*FSLayer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The kernel limits each session's events as FloodControl limits its
+	// records, so the ring buffer is not filled by what would be
+	// suppressed anyway.
+	rate, burst := cfg.Flood.Rate, cfg.Flood.Burst
+	if rate <= 0 {
+		rate = fsguard.DefaultFloodRate
+	}
+	if burst <= 0 {
+		burst = fsguard.DefaultFloodBurst
+	}
+	g.SetFlood(rate, burst)
 	l := &FSLayer{
 		guard: g, warn: warnOrDiscard(cfg.Warn), flood: cfg.Flood,
 		sessions: map[uint64]*fsSession{},
@@ -147,15 +167,18 @@ func (l *FSLayer) remove(cgroupID uint64) error {
 	l.drain()
 	l.mu.Lock()
 	fs := l.sessions[cgroupID]
-	delete(l.sessions, cgroupID)
 	l.mu.Unlock()
 	if fs == nil {
 		return nil
 	}
 	var err error
 	if fs.rules {
+		l.settle(fs, cgroupID)
 		err = l.guard.RemoveSession(cgroupID)
 	}
+	l.mu.Lock()
+	delete(l.sessions, cgroupID)
+	l.mu.Unlock()
 	fs.close(l.warn)
 	return err
 }
@@ -308,10 +331,80 @@ func (l *FSLayer) eventRefused(ev fsguard.Event) {
 		fmt.Fprintf(l.warn, "oxsupervise: warning: filesystem refusal of an unknown session (cgroup %d): %s %s by pid %d\n", ev.CgroupID, ev.Op, ev.Path, ev.PID)
 		return
 	}
+	fs.emu.Lock()
+	defer fs.emu.Unlock()
+	if fs.ended {
+		// settle counted it as lost already.
+		return
+	}
+	fs.read++
 	if fs.w == nil {
 		return
 	}
+	if delta := ev.Suppressed - min(ev.Suppressed, fs.suppressed); delta > 0 {
+		fs.suppressed = ev.Suppressed
+		writeRecord(fs.w, suppressedRecord(fs.id, delta), l.warn)
+	}
 	writeRecord(fs.w, fsRecord(ev, fs.id, fs.mode, time.Now()), l.warn)
+}
+
+// fsSettleMax bounds how long remove waits for a session's events still
+// in the ring buffer; what is unread then is reported as lost.
+const fsSettleMax = 30 * time.Second
+
+// settle accounts for every refusal of an ended session: it waits until
+// the event loop has written as many records as the programs sent, then
+// stops the loop writing for it and reports what is still unread as
+// events_lost and the final flood-control count as suppressed. Denial
+// records plus those counts equal the session's refusals.
+func (l *FSLayer) settle(fs *fsSession, cgroupID uint64) {
+	counts, err := l.guard.Counts(cgroupID)
+	if err != nil {
+		fmt.Fprintf(l.warn, "oxsupervise: warning: %v\n", err)
+	}
+	deadline := time.Now().Add(fsSettleMax)
+	for {
+		fs.emu.Lock()
+		read := fs.read
+		if read >= counts.Sent || !time.Now().Before(deadline) {
+			fs.ended = true
+			fs.emu.Unlock()
+			break
+		}
+		fs.emu.Unlock()
+		time.Sleep(fsDrainQuiet / 5)
+	}
+	if err != nil {
+		return
+	}
+	l.writeSuppressed(fs, counts.Suppressed)
+	if unread := counts.Sent - min(counts.Sent, fs.read); unread > 0 && fs.w != nil {
+		fmt.Fprintf(l.warn, "oxsupervise: warning: %d filesystem refusal events of session %s not read before it ended\n", unread, fs.id)
+		r := fsLostRecord(unread)
+		r.Ox.Session = fs.id
+		writeRecord(fs.w, r, l.warn)
+	}
+}
+
+// writeSuppressed writes a suppressed record for what the programs'
+// flood control counted beyond what fs reported already (total is its
+// running count).
+func (l *FSLayer) writeSuppressed(fs *fsSession, total uint64) {
+	fs.emu.Lock()
+	delta := total - min(total, fs.suppressed)
+	fs.suppressed = max(fs.suppressed, total)
+	fs.emu.Unlock()
+	if delta == 0 || fs.w == nil {
+		return
+	}
+	writeRecord(fs.w, suppressedRecord(fs.id, delta), l.warn)
+}
+
+func suppressedRecord(session string, n uint64) *audit.Record {
+	return &audit.Record{
+		Message: fmt.Sprintf("%d filesystem refusals not logged one by one (kernel flood control)", n),
+		Ox:      audit.Ox{Kind: audit.KindSuppressed, Session: session, Layer: audit.LayerBPFLSM, Suppressed: n},
+	}
 }
 
 // fsActions maps fsguard's operations onto the schema's event.action

@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 }
 
 func fsop(args []string) int {
+	if len(args) == 3 && args[0] == "deny-burst" {
+		return denyBurst(args[1], args[2])
+	}
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write PATH")
 		return 2
