@@ -10,6 +10,11 @@
  * task's, so a path the socket hooks do not see (a session socket used by
  * a process outside the session) still cannot reach a refused destination.
  *
+ * A destination on this host is loopback whatever its value: the host's
+ * own addresses (eth0's included) reach the same services as 127.0.0.1,
+ * so they are judged by the loopback setting, and admitted by an allow
+ * entry only when it names exactly that address.
+ *
  * Only UAPI types are used (bpf_sock_addr, bpf_sock, __sk_buff), so the
  * object needs no BTF of the running kernel and no CO-RE.
  */
@@ -28,6 +33,8 @@
 #define IPPROTO_UDP 17
 #define IPPROTO_ICMPV6_ 58
 #define DNS_PORT 53
+/* The loopback device has this ifindex in every network namespace. */
+#define LOOPBACK_IFINDEX 1
 /* How many covering prefixes one lookup may visit. Rules nest rarely more
  * than two or three deep; hitting the bound refuses (fail closed). */
 #define MAX_PREFIX_WALK 8
@@ -49,6 +56,28 @@ struct {
 	__type(value, struct net_allow_val);
 } net_allow SEC(".maps");
 
+/* The prefixes this host delivers locally (see net.h). Userspace keeps it
+ * in step with rtnetlink; it is what lets connect and sendmsg refuse a
+ * host-local destination with an errno. The egress floor does not depend
+ * on it being current: a packet the stack routes over lo is local whatever
+ * this map says, so an address added a moment ago cannot open the host. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	/* Room for hosts with many addresses; unused entries cost nothing. */
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct net_local_key);
+	__type(value, __u8);
+} net_local SEC(".maps");
+
+/* Every session resolver's listeners, by owner (see net.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4 * 4096);
+	__type(key, struct net_listener_key);
+	__type(value, __u64);
+} net_resolvers SEC(".maps");
+
 /* Per-socket state: the session that created or bound the socket (its
  * owner, for loopback = session), where the socket was allowed to connect
  * (the floor lets that flow pass after an allow entry expires, so open
@@ -64,7 +93,10 @@ struct net_sk_info {
 	__u8 allowed;
 	__u8 redirected;
 	__u8 bound; /* bind()-ed in the session: a server, not a client */
-	__u8 _pad;
+	/* allowed_addr was judged as a local destination (loopback rules):
+	 * the floor reuses that verdict only for a packet that is local too,
+	 * so a stale view of the host's addresses cannot carry over. */
+	__u8 allowed_local;
 };
 
 struct {
@@ -169,9 +201,22 @@ static __always_inline bool is_loopback(const __u32 a[4])
 {
 	if (is_v4mapped(a)) {
 		__u32 v4 = bpf_ntohl(a[3]);
-		return (v4 >> 24) == 127 || v4 == 0;
+		/* 255.255.255.255 reaches this host's own listeners too. */
+		return (v4 >> 24) == 127 || v4 == 0 || v4 == 0xffffffff;
 	}
 	return a[0] == 0 && a[1] == 0 && a[2] == 0 && (a[3] == bpf_htonl(1) || a[3] == 0);
+}
+
+/* is_local reports whether a is delivered to this host: loopback by
+ * value, or covered by one of the host's local, broadcast or anycast
+ * routes. */
+static __always_inline bool is_local(const __u32 a[4])
+{
+	if (is_loopback(a))
+		return true;
+	struct net_local_key k = {.prefixlen = 128};
+	__builtin_memcpy(k.addr, a, 16);
+	return bpf_map_lookup_elem(&net_local, &k) != 0;
 }
 
 /* guarded_prefixlen returns the key prefixlen an allow entry must reach to
@@ -294,34 +339,61 @@ static __always_inline bool loopback_owned(void *ctx, __u64 cgid, const __u32 a[
 /* Loopback is judged by the loopback setting, and admitted besides by an
  * allow entry the policy lists for it: a static entry (no resolver expiry,
  * so a name pointed at loopback never opens it) at least as specific as
- * 127.0.0.0/8 or ::1/128. A listed 127.0.0.2:8080 is a deliberate choice;
- * 0.0.0.0/0 is not a choice about loopback. */
+ * 127.0.0.0/8 or ::1/128, and for the host's own other addresses exactly
+ * that address. A listed 127.0.0.2:8080 or 10.0.0.5/32:8080 is a
+ * deliberate choice; 0.0.0.0/0 or 10.0.0.0/8 is not a choice about this
+ * host. */
 #define LOOPBACK_V4_PREFIXLEN (64 + 96 + 8)
-#define LOOPBACK_V6_PREFIXLEN (64 + 128)
+#define HOST_PREFIXLEN (64 + 128)
 
-/* judge_local judges a loopback destination. */
+/* other_resolver reports whether a:port is a listener of another session's
+ * resolver. Its port is no secret (ss shows it), and a query there would
+ * be answered and admitted under that session's policy. */
+static __always_inline bool other_resolver(__u64 cgid, const __u32 a[4], __u16 port,
+					   __u8 protocol)
+{
+	struct net_listener_key k = {};
+	__builtin_memcpy(k.addr, a, 16);
+	k.port = port;
+	k.protocol = protocol;
+	/* The unspecified address connects to loopback. */
+	if (is_v4mapped(a) && a[3] == 0)
+		((__u32 *)k.addr)[3] = bpf_htonl(0x7f000001);
+	else if (a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0)
+		((__u32 *)k.addr)[3] = bpf_htonl(1);
+	__u64 *owner = bpf_map_lookup_elem(&net_resolvers, &k);
+	return owner && *owner != cgid;
+}
+
+/* judge_local judges a destination on this host. */
 static __always_inline __u8 judge_local(void *ctx, __u64 cgid, const struct net_session *s,
 					const __u32 a[4], __u16 port, __u8 protocol, __u16 sport)
 {
 	if (is_dns_listener(s, a, port, protocol))
 		return 0;
+	if (other_resolver(cgid, a, port, protocol))
+		return NET_REASON_RESOLVER;
 	if (s->loopback == NET_LOOPBACK_ALL)
 		return 0;
 	if (s->loopback == NET_LOOPBACK_SESSION &&
 	    loopback_owned(ctx, cgid, a, port, protocol, sport))
 		return 0;
-	__u32 listed = is_v4mapped(a) ? LOOPBACK_V4_PREFIXLEN : LOOPBACK_V6_PREFIXLEN;
+	__u32 listed = HOST_PREFIXLEN;
+	if (is_v4mapped(a) && (bpf_ntohl(a[3]) >> 24) == 127)
+		listed = LOOPBACK_V4_PREFIXLEN;
 	if (allow_lookup(cgid, a, port, listed, true) == 0)
 		return 0;
 	return NET_REASON_LOOPBACK;
 }
 
 /* judge returns 0 when the session may reach a:port over protocol; sport
- * is the sender's own port (0 when not bound yet). */
+ * is the sender's own port (0 when not bound yet); local says the
+ * destination is this host (is_local, or the packet is routed over lo). */
 static __always_inline __u8 judge(void *ctx, __u64 cgid, const struct net_session *s,
-				  const __u32 a[4], __u16 port, __u8 protocol, __u16 sport)
+				  const __u32 a[4], __u16 port, __u8 protocol, __u16 sport,
+				  bool local)
 {
-	if (is_loopback(a))
+	if (local)
 		return judge_local(ctx, cgid, s, a, port, protocol, sport);
 	if (s->mode == NET_MODE_NONE)
 		return NET_REASON_POLICY_NONE;
@@ -362,7 +434,7 @@ static __always_inline void store_addr(struct bpf_sock_addr *ctx, bool v6, const
 }
 
 static __always_inline void remember_allowed(struct bpf_sock_addr *ctx, const __u32 a[4],
-					     __u16 port)
+					     __u16 port, bool local)
 {
 	struct bpf_sock *sk = ctx->sk;
 	if (!sk)
@@ -374,6 +446,7 @@ static __always_inline void remember_allowed(struct bpf_sock_addr *ctx, const __
 	__builtin_memcpy(info->allowed_addr, a, 16);
 	info->allowed_port = port;
 	info->allowed = 1;
+	info->allowed_local = local;
 }
 
 /* redirect_dns points a port-53 destination at the session's resolver and
@@ -414,6 +487,7 @@ static __always_inline int redirect_dns(struct bpf_sock_addr *ctx, const struct 
 			__builtin_memcpy(info->allowed_addr, to, 16);
 			info->allowed_port = port;
 			info->allowed = 1;
+			info->allowed_local = 1; /* the resolver listens on loopback */
 		}
 	}
 	store_addr(ctx, v6, to);
@@ -441,13 +515,14 @@ static __always_inline int on_sock_addr(struct bpf_sock_addr *ctx, bool v6, __u8
 	struct bpf_sock *self = ctx->sk;
 	if (self)
 		sport = (__u16)self->src_port;
-	__u8 reason = judge(ctx, cgid, s, a, port, protocol, sport);
+	bool local = is_local(a);
+	__u8 reason = judge(ctx, cgid, s, a, port, protocol, sport, local);
 	if (reason) {
 		emit(op, reason, cgid, a, port, ctx->family, protocol, ctx->type, true);
 		return 0;
 	}
 	if (op == NET_OP_CONNECT)
-		remember_allowed(ctx, a, port);
+		remember_allowed(ctx, a, port, local);
 	return 1;
 }
 
@@ -596,10 +671,13 @@ int net_egress_floor(struct __sk_buff *skb)
 		return 1;
 	}
 
+	/* Whatever the destination's value, a packet routed over lo stays on
+	 * this host: the host's own addresses are loopback. */
+	bool local = skb->ifindex == LOOPBACK_IFINDEX || is_local(a);
+
 	if (protocol != IPPROTO_TCP && protocol != IPPROTO_UDP) {
-		if (s->mode == NET_MODE_FULL && guarded_prefixlen(a) == 0)
-			return 1;
-		if (is_loopback(a) && s->loopback == NET_LOOPBACK_ALL)
+		if (local ? s->loopback == NET_LOOPBACK_ALL
+			  : s->mode == NET_MODE_FULL && guarded_prefixlen(a) == 0)
 			return 1;
 		emit(NET_OP_SKB_EGRESS, NET_REASON_PROTOCOL, cgid, a, 0, 0, protocol, 0, false);
 		return 0;
@@ -617,8 +695,9 @@ int net_egress_floor(struct __sk_buff *skb)
 	if (sk) {
 		struct net_sk_info *info = bpf_sk_storage_get(&net_sk, sk, 0, 0);
 		if (info && info->allowed && info->allowed_port == dport &&
-		    info->allowed_addr[0] == a[0] && info->allowed_addr[1] == a[1] &&
-		    info->allowed_addr[2] == a[2] && info->allowed_addr[3] == a[3])
+		    info->allowed_local == local && info->allowed_addr[0] == a[0] &&
+		    info->allowed_addr[1] == a[1] && info->allowed_addr[2] == a[2] &&
+		    info->allowed_addr[3] == a[3])
 			return 1;
 		/* An accepted connection of a session server: a bound TCP
 		 * socket whose connect was never judged cannot have opened a
@@ -627,7 +706,7 @@ int net_egress_floor(struct __sk_buff *skb)
 		    info->owner == cgid)
 			return 1;
 	}
-	__u8 reason = judge(skb, cgid, s, a, dport, protocol, sport);
+	__u8 reason = judge(skb, cgid, s, a, dport, protocol, sport, local);
 	if (!reason)
 		return 1;
 	emit(NET_OP_SKB_EGRESS, reason, cgid, a, dport, 0, protocol, 0, false);

@@ -42,6 +42,7 @@ enum net_reason {
 	NET_REASON_RAW_SOCKET = 7,    /* SOCK_RAW or ICMP socket */
 	NET_REASON_DNS = 8,           /* port 53 with no resolver for the session */
 	NET_REASON_PROTOCOL = 9,      /* egress floor: neither TCP nor UDP */
+	NET_REASON_RESOLVER = 10,     /* another session's resolver listener */
 };
 
 /* net_sessions value: one per session cgroup id. */
@@ -86,6 +87,30 @@ struct net_allow_val {
 	__u32 prefixlen;
 	__u32 nranges;
 	struct net_port_range ranges[NET_MAX_RANGES];
+};
+
+/*
+ * net_local key: a prefix the host delivers locally (IPv4 mapped, prefixlen
+ * in the IPv6 space): its local, broadcast and anycast routes, kept by
+ * userspace from rtnetlink. Such a destination is judged by the loopback
+ * rules whatever its value.
+ */
+struct net_local_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/*
+ * net_resolvers key: a listener of a session's resolver (IPv4 mapped
+ * address, host-order port, IPPROTO_TCP/UDP); the value is the owning
+ * session's cgroup id. No other session may reach it, loopback = all and
+ * explicit allow entries included.
+ */
+struct net_listener_key {
+	__u8 addr[16];
+	__u16 port;
+	__u8 protocol;
+	__u8 _pad;
 };
 
 /* Ring-buffer record for every refusal. */

@@ -4,6 +4,7 @@ package egress
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -13,10 +14,13 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// BenchmarkConnectLatency measures connect()+close() to a loopback
-// listener from a process outside the parent group (no program runs), from
-// a group under the parent that is not a session (programs run, find no
-// session), and from a session (full judgement), and reports the ratios.
+// BenchmarkConnectLatency measures connect()+close() from a process
+// outside the parent group (no program runs), from a group under the
+// parent that is not a session (programs run, find no session), and from
+// a session (full judgement), and reports the ratios: to a loopback
+// listener (loopback = all), and to a remote host over the test's veth
+// that an allow entry admits (trie walk plus the host-address check, the
+// common case).
 func BenchmarkConnectLatency(b *testing.B) {
 	f := newFixture(b, Config{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,35 +37,47 @@ func BenchmarkConnectLatency(b *testing.B) {
 			c.Close()
 		}
 	}()
-	target := ln.Addr().String()
+	listen(b, ap(hostA, 8080))
 	plain := f.group(b, nil)
-	sess := f.group(b, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackAll})
-	n := strconv.Itoa(max(b.N, 200))
-	measure := func(g *testGroup) float64 {
-		r := run(b, g, "bench-connect", target, n)
-		if r.Errno != "" {
-			b.Fatalf("bench-connect: %s", r.Err)
-		}
-		ns, err := strconv.ParseFloat(r.Extra, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return ns
+	for _, tc := range []struct {
+		name   string
+		target string
+		net    policy.Network
+	}{
+		{"loopback", ln.Addr().String(), policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackAll}},
+		{"remote-allowed", ap(hostA, 8080), policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+			Allow: []policy.NetRule{{Prefix: netip.MustParsePrefix("198.18.0.0/16")}, {Prefix: netip.PrefixFrom(hostA, 32), Ports: []policy.PortRange{{First: 8080, Last: 8080}}}}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			sess := f.group(b, &tc.net)
+			n := strconv.Itoa(max(b.N, 200))
+			measure := func(g *testGroup) float64 {
+				r := run(b, g, "bench-connect", tc.target, n)
+				if r.Errno != "" {
+					b.Fatalf("bench-connect: %s", r.Err)
+				}
+				ns, err := strconv.ParseFloat(r.Extra, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return ns
+			}
+			// Interleave rounds and keep each mode's best, so load from
+			// other processes on the machine skews all three alike.
+			base, nonSession, session := 1e18, 1e18, 1e18
+			b.ResetTimer()
+			for round := 0; round < 5; round++ {
+				base = min(base, measure(nil))
+				nonSession = min(nonSession, measure(plain))
+				session = min(session, measure(sess))
+			}
+			b.StopTimer()
+			b.ReportMetric(base, "baseline-ns/connect")
+			b.ReportMetric(session, "session-ns/connect")
+			b.ReportMetric(nonSession/base, "non-session/baseline")
+			b.ReportMetric(session/base, "session/baseline")
+		})
 	}
-	// Interleave rounds and keep each mode's best, so load from other
-	// processes on the machine skews all three alike.
-	base, nonSession, session := 1e18, 1e18, 1e18
-	b.ResetTimer()
-	for round := 0; round < 5; round++ {
-		base = min(base, measure(nil))
-		nonSession = min(nonSession, measure(plain))
-		session = min(session, measure(sess))
-	}
-	b.StopTimer()
-	b.ReportMetric(base, "baseline-ns/connect")
-	b.ReportMetric(session, "session-ns/connect")
-	b.ReportMetric(nonSession/base, "non-session/baseline")
-	b.ReportMetric(session/base, "session/baseline")
 }
 
 // BenchmarkResolverLatency compares a query answered by the upstream

@@ -15,9 +15,14 @@
 // Known limits, by design: an admitted IP is shared by every name hosted
 // there (domain fronting); a wildcard rule admits DNS tunnelling through
 // that domain; sockets created outside the session and inherited bypass
-// the cgroup hooks (so run closes inherited fds); the host's own
-// non-loopback addresses are judged by the allow list, not by the loopback
-// setting; an IPv6 rule covering ::ffff:0:0/96 (such as ::/0) also covers
-// IPv4; AF_PACKET and other non-INET families need the BPF-LSM
-// socket_create hook (cgroup sock_create only sees AF_INET/AF_INET6).
+// the cgroup hooks (so run closes inherited fds); multicast looped back to
+// the host is not judged as loopback; an IPv6 rule covering ::ffff:0:0/96
+// (such as ::/0) also covers IPv4; AF_PACKET and other non-INET families
+// need the BPF-LSM socket_create hook (cgroup sock_create only sees
+// AF_INET/AF_INET6). Pathname AF_UNIX sockets are package fsguard's.
+//
+// Destinations the host delivers locally (its own addresses, AnyIP
+// prefixes, broadcasts) are loopback: judged by the loopback setting,
+// and admitted by an allow entry only when it names exactly that
+// address. A session's resolver port is private to that session.
 package egress

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,17 +23,27 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
 const netnsEnv = "OXS_EGRESS_NETNS"
 
-// Test addresses are extra addresses of lo inside a network namespace
-// private to this test binary, so no test traffic can leave it. They are
-// not loopback addresses to the programs (not 127/8 or ::1).
+// The tests run in a network namespace private to this test binary (the
+// "host": where the sessions and the supervisor live) joined by a veth
+// pair to a second private namespace (the "peer"), so no test traffic can
+// leave them. The remote test hosts are addresses of the peer's lo,
+// reached over the veth: neither loopback nor the host's own addresses.
+// ownV4 and ownV6 are the host's end of the veth: this host's own
+// non-loopback addresses, which the programs must judge as loopback.
 var (
+	ownV4    = netip.MustParseAddr("198.19.0.1")
+	peerV4   = netip.MustParseAddr("198.19.0.2")
+	ownV6    = netip.MustParseAddr("2001:db8:1::1")
+	peerV6   = netip.MustParseAddr("2001:db8:1::2")
 	hostA    = netip.MustParseAddr("198.18.0.1")
 	hostB    = netip.MustParseAddr("198.18.0.2")
 	hostC    = netip.MustParseAddr("198.18.0.3")
@@ -42,6 +53,8 @@ var (
 	hostG    = netip.MustParseAddr("198.18.0.7")
 	hostV6   = netip.MustParseAddr("2001:db8::1")
 	metadata = netip.MustParseAddr("169.254.169.254")
+	// linkLocal is a link-local address other than the metadata service.
+	linkLocal = netip.MustParseAddr("169.254.1.1")
 )
 
 func TestMain(m *testing.M) {
@@ -72,15 +85,40 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// peerNS is the peer namespace (an open /proc/.../ns/net), set once by
+// TestMain before any test runs.
+var peerNS *os.File
+
 func setupNetns() error {
+	ns, err := newNetns()
+	if err != nil {
+		return err
+	}
+	peerNS = ns
+	peer := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), ns.Fd())
+	inPeer := func(c ...string) []string { return append([]string{"nsenter", "--net=" + peer}, c...) }
 	cmds := [][]string{
 		{"ip", "link", "set", "lo", "up"},
-		{"ip", "-6", "addr", "add", hostV6.String() + "/128", "dev", "lo"},
-		{"ip", "addr", "add", metadata.String() + "/32", "dev", "lo"},
 		{"sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"},
+		{"ip", "link", "add", "oxh", "type", "veth", "peer", "name", "oxp", "netns", peer},
+		{"ip", "addr", "add", ownV4.String() + "/24", "dev", "oxh"},
+		{"ip", "-6", "addr", "add", ownV6.String() + "/64", "dev", "oxh", "nodad"},
+		{"ip", "link", "set", "oxh", "up"},
+		{"ip", "route", "add", "198.18.0.0/24", "via", peerV4.String()},
+		{"ip", "route", "add", "169.254.0.0/16", "via", peerV4.String()},
+		{"ip", "-6", "route", "add", hostV6.String() + "/128", "via", peerV6.String()},
+		inPeer("ip", "link", "set", "lo", "up"),
+		inPeer("ip", "addr", "add", peerV4.String()+"/24", "dev", "oxp"),
+		inPeer("ip", "-6", "addr", "add", peerV6.String()+"/64", "dev", "oxp", "nodad"),
+		inPeer("ip", "link", "set", "oxp", "up"),
+		inPeer("ip", "route", "add", "default", "via", ownV4.String()),
+		inPeer("ip", "-6", "route", "add", "default", "via", ownV6.String()),
+		inPeer("ip", "-6", "addr", "add", hostV6.String()+"/128", "dev", "lo"),
+		inPeer("ip", "addr", "add", metadata.String()+"/32", "dev", "lo"),
+		inPeer("ip", "addr", "add", linkLocal.String()+"/32", "dev", "lo"),
 	}
 	for _, a := range []netip.Addr{hostA, hostB, hostC, hostD, hostE, hostF, hostG} {
-		cmds = append(cmds, []string{"ip", "addr", "add", a.String() + "/32", "dev", "lo"})
+		cmds = append(cmds, inPeer("ip", "addr", "add", a.String()+"/32", "dev", "lo"))
 	}
 	for _, c := range cmds {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
@@ -88,6 +126,58 @@ func setupNetns() error {
 		}
 	}
 	return nil
+}
+
+// newNetns creates an empty network namespace without a process in it: a
+// locked thread unshares, opens its namespace and ends with its goroutine.
+func newNetns() (*os.File, error) {
+	type result struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan result)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with us
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("unshare(CLONE_NEWNET): %w", err)}
+			return
+		}
+		f, err := os.Open("/proc/thread-self/ns/net")
+		ch <- result{f, err}
+	}()
+	r := <-ch
+	return r.f, r.err
+}
+
+// inPeerNS runs f on a thread inside the peer namespace: sockets f creates
+// live there for good.
+func inPeerNS(t testing.TB, f func()) {
+	t.Helper()
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := unix.Setns(int(peerNS.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter peer namespace: %w", err)
+			return
+		}
+		f()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			// Stay locked: the thread ends with the goroutine.
+			errc <- fmt.Errorf("leave peer namespace: %w", err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fixture is an Enforcer attached to a parent group private to one test.
@@ -305,11 +395,19 @@ func (f *fixture) waitRefusal(t testing.TB, id uint64, name, reason string) bool
 	return false
 }
 
-// listen starts TCP echo listeners (outside every session).
+// listen starts TCP echo listeners (outside every session): on loopback
+// and unspecified addresses in the host namespace, on the others in the
+// peer namespace, where the remote test hosts are.
 func listen(t testing.TB, addrs ...string) {
 	t.Helper()
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", a)
+		var ln net.Listener
+		var err error
+		if where, perr := netip.ParseAddrPort(a); perr == nil && !where.Addr().IsLoopback() && !where.Addr().IsUnspecified() {
+			inPeerNS(t, func() { ln, err = net.Listen("tcp", a) })
+		} else {
+			ln, err = net.Listen("tcp", a)
+		}
 		if err != nil {
 			t.Fatalf("listen %s: %v", a, err)
 		}
@@ -362,7 +460,9 @@ func runCases(t *testing.T, f *fixture, s *testGroup, cases []netCase) {
 			})
 			if !ok {
 				f.mu.Lock()
-				t.Fatalf("no %s/%s event for %s (events since: %+v)", tc.evOp, tc.reason, tc.dest, f.events[before:])
+				since := slices.Clone(f.events[before:])
+				f.mu.Unlock()
+				t.Fatalf("no %s/%s event for %s (events since: %+v)", tc.evOp, tc.reason, tc.dest, since)
 			}
 			if ev.PID == 0 || ev.Comm == "" {
 				t.Errorf("event lacks the process: %+v", ev)
@@ -407,6 +507,8 @@ func TestAllowlistIPRules(t *testing.T) {
 		{name: "mptcp refused", op: "mptcp", args: []string{ap(hostE, 8080)}, errno: perm, evOp: OpConnect, reason: ReasonNotAllowed, dest: ap(hostE, 8080)},
 		{name: "raw socket", op: "raw", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
 		{name: "ping socket", op: "ping", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
+		{name: "ipv6 raw socket", op: "raw6", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
+		{name: "ipv6 ping socket", op: "ping6", errno: perm, evOp: OpSockCreate, reason: ReasonRawSocket},
 		{name: "metadata", op: "tcp", args: []string{ap(metadata, 80)}, errno: perm, evOp: OpConnect, reason: ReasonGuarded, dest: ap(metadata, 80)},
 		{name: "loopback", op: "tcp", args: []string{"127.0.0.1:9"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "127.0.0.1:9"},
 		{name: "unix socketpair", op: "socketpair"},
@@ -955,4 +1057,361 @@ func TestSourceRouteCaughtByFloor(t *testing.T) {
 		defer f.mu.Unlock()
 		t.Fatalf("connect failed with %s but no egress-floor event for the hop %s (events: %+v)", r.Err, hostE, f.events[before:])
 	}
+}
+
+// hostService starts a TCP service of this host bound to the unspecified
+// address (every address of the host, IPv4 and IPv6), outside every
+// session, and returns its port.
+func hostService(t testing.TB) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// A destination that is one of this host's own addresses is loopback,
+// whatever its value: a service bound to 0.0.0.0 must not become
+// reachable through the address of an interface because the policy
+// admits that address (or everything, under full).
+func TestHostOwnAddressesAreLoopback(t *testing.T) {
+	f := newFixture(t, Config{})
+	svc := hostService(t)
+	listen(t, ap(hostA, 8080), ap(peerV4, 8080), "["+peerV6.String()+"]:8080")
+	// The allow list covers the host's veth addresses and the peer's.
+	subnets := []policy.NetRule{
+		{Prefix: netip.MustParsePrefix("198.19.0.0/24")},
+		{Prefix: netip.MustParsePrefix("2001:db8:1::/64")},
+		{Prefix: netip.PrefixFrom(hostA, 32)},
+	}
+	own := ap(ownV4, svc)
+	own6 := netip.AddrPortFrom(ownV6, svc).String()
+	const perm = "EPERM"
+	refused := func(name, op, dest string, evOp Op) netCase {
+		return netCase{name: name, op: op, args: []string{dest}, errno: perm, evOp: evOp, reason: ReasonLoopback, dest: dest}
+	}
+
+	t.Run("allowlist, loopback none", func(t *testing.T) {
+		s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone, Allow: subnets})
+		runCases(t, f, s, []netCase{
+			refused("own ipv4 address", "tcp", own, OpConnect),
+			refused("own ipv6 address", "tcp", own6, OpConnect),
+			{name: "own address, mapped form", op: "tcp", args: []string{"[" + mapped(ownV4).String() + "]:" + fmt.Sprint(svc)},
+				errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: own},
+			refused("udp sendto own address", "udp-sendto", ap(ownV4, 9), OpSendmsg),
+			refused("udp6 sendto own address", "udp-sendto", netip.AddrPortFrom(ownV6, 9).String(), OpSendmsg),
+			refused("connected udp to own address", "udp-connect", ap(ownV4, 9), OpConnect),
+			refused("subnet broadcast", "udp-broadcast", ap(netip.MustParseAddr("198.19.0.255"), 9), OpSendmsg),
+			refused("limited broadcast", "udp-broadcast", ap(netip.MustParseAddr("255.255.255.255"), 9), OpSendmsg),
+			{name: "remote in the same subnet", op: "tcp", args: []string{ap(peerV4, 8080)}},
+			{name: "remote ipv6 in the same subnet", op: "tcp", args: []string{"[" + peerV6.String() + "]:8080"}},
+			{name: "remote host", op: "tcp", args: []string{ap(hostA, 8080)}},
+			{name: "udp sendto remote", op: "udp-sendto", args: []string{ap(peerV4, 9)}},
+		})
+	})
+	t.Run("full, loopback none", func(t *testing.T) {
+		s := f.group(t, &policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackNone})
+		runCases(t, f, s, []netCase{
+			refused("own ipv4 address", "tcp", own, OpConnect),
+			refused("own ipv6 address", "tcp", own6, OpConnect),
+			refused("udp sendto own address", "udp-sendto", ap(ownV4, 9), OpSendmsg),
+			{name: "remote host", op: "tcp", args: []string{ap(hostA, 8080)}},
+		})
+	})
+	t.Run("loopback all", func(t *testing.T) {
+		s := f.group(t, &policy.Network{Policy: policy.NetNone, Loopback: policy.LoopbackAll})
+		runCases(t, f, s, []netCase{
+			{name: "own ipv4 address", op: "tcp", args: []string{own}},
+			{name: "own ipv6 address", op: "tcp", args: []string{own6}},
+			{name: "udp sendto own address", op: "udp-sendto", args: []string{ap(ownV4, 9)}},
+			{name: "remote still refused", op: "tcp", args: []string{ap(peerV4, 8080)}, errno: perm, evOp: OpConnect,
+				reason: ReasonPolicyNone, dest: ap(peerV4, 8080)},
+		})
+	})
+	t.Run("loopback session", func(t *testing.T) {
+		s := f.group(t, &policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackSession})
+		runCases(t, f, s, []netCase{
+			{name: "own server through own address", op: "listen-via", args: []string{"0.0.0.0:0", ownV4.String()}},
+			{name: "own server through own ipv6 address", op: "listen-via", args: []string{"[::]:0", ownV6.String()}},
+			refused("host's server through own address", "tcp", own, OpConnect),
+		})
+	})
+	t.Run("explicit entry for the address", func(t *testing.T) {
+		s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone, Allow: append(subnets,
+			policy.NetRule{Prefix: netip.PrefixFrom(ownV4, 32), Ports: []policy.PortRange{{First: svc, Last: svc}}})})
+		runCases(t, f, s, []netCase{
+			{name: "listed address:port", op: "tcp", args: []string{own}},
+			refused("listed address, other port", "udp-sendto", ap(ownV4, 9), OpSendmsg),
+			refused("unlisted own ipv6 address", "tcp", own6, OpConnect),
+		})
+	})
+}
+
+// The socket hooks learn the host's addresses from rtnetlink; the egress
+// floor does not need to: whatever leaves over lo is local. A missing map
+// entry (an address a moment old) is still refused, by the floor.
+func TestHostOwnAddressFloor(t *testing.T) {
+	f := newFixture(t, Config{})
+	s := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.MustParsePrefix("198.19.0.0/24")}, {Prefix: netip.MustParsePrefix("2001:db8:1::/64")}}})
+	for _, own := range []netip.Addr{ownV4, ownV6} {
+		t.Run(own.String(), func(t *testing.T) {
+			key := localKey(netip.PrefixFrom(own, own.BitLen()))
+			var v uint8
+			if err := f.enf.objs.NetLocal.Lookup(&key, &v); err != nil {
+				t.Fatalf("%s (the host's veth address) is not in net_local: %v", own, err)
+			}
+			// The watcher believes the address is known, so it will not
+			// put it back: the hooks see a remote, allowed destination.
+			if err := f.enf.objs.NetLocal.Delete(&key); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.enf.objs.NetLocal.Put(&key, uint8(1)) })
+			dest := netip.AddrPortFrom(own, 9).String()
+			r := run(t, s, "udp-sendto", dest)
+			if r.Errno != "EPERM" {
+				t.Fatalf("sendto %s with the address missing from net_local: %q (%s), want EPERM from the floor", dest, r.Errno, r.Err)
+			}
+			if _, ok := f.waitEvent(t, s.id, func(e Event) bool {
+				return e.Op == OpSkbEgress && e.Reason == ReasonLoopback && e.Destination.String() == dest
+			}); !ok {
+				t.Error("no egress-floor loopback event")
+			}
+		})
+	}
+}
+
+// An address (or AnyIP prefix) added while sessions run is judged as the
+// host's at once (within the time rtnetlink takes), and stops being so
+// once removed.
+func TestHostAddressesTracked(t *testing.T) {
+	f := newFixture(t, Config{})
+	svc := hostService(t)
+	s := f.group(t, &policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackNone})
+	for _, tc := range []struct {
+		name      string
+		add, del  []string
+		probe     netip.Addr
+		localBits int
+	}{
+		{"interface address", []string{"addr", "add", "10.77.0.1/32", "dev", "oxh"}, []string{"addr", "del", "10.77.0.1/32", "dev", "oxh"},
+			netip.MustParseAddr("10.77.0.1"), 32},
+		{"anyip prefix", []string{"route", "add", "local", "10.88.0.0/16", "dev", "lo"}, []string{"route", "del", "local", "10.88.0.0/16", "dev", "lo"},
+			netip.MustParseAddr("10.88.3.4"), 16},
+		{"ipv6 address", []string{"-6", "addr", "add", "2001:db8:77::1/128", "dev", "oxh", "nodad"}, []string{"-6", "addr", "del", "2001:db8:77::1/128", "dev", "oxh"},
+			netip.MustParseAddr("2001:db8:77::1"), 128},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ipCmd := func(args []string) {
+				t.Helper()
+				if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+					t.Fatalf("ip %v: %v: %s", args, err, out)
+				}
+			}
+			waitLocal := func(want bool) {
+				t.Helper()
+				key := localKey(netip.PrefixFrom(tc.probe, tc.probe.BitLen()))
+				var v uint8
+				for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+					if (f.enf.objs.NetLocal.Lookup(&key, &v) == nil) == want {
+						return
+					}
+				}
+				t.Fatalf("net_local covers %s: %v after 3s, want %v", tc.probe, !want, want)
+			}
+			ipCmd(tc.add)
+			removed := false
+			t.Cleanup(func() {
+				if !removed {
+					exec.Command("ip", tc.del...).Run()
+				}
+			})
+			waitLocal(true)
+			dest := netip.AddrPortFrom(tc.probe, svc).String()
+			runCases(t, f, s, []netCase{{name: "connect", op: "tcp", args: []string{dest}, errno: "EPERM",
+				evOp: OpConnect, reason: ReasonLoopback, dest: dest}})
+			ipCmd(tc.del)
+			removed = true
+			waitLocal(false)
+		})
+	}
+}
+
+// Each allowlist session has its own resolver on a loopback port. Another
+// session must not reach it, not with loopback = all and not with an
+// allow entry for 127.0.0.1: the resolver would answer (and admit) under
+// the other session's policy.
+func TestResolverUnreachableFromOtherSessions(t *testing.T) {
+	upstream := testZone(t)
+	f := newFixture(t, Config{Resolver: ResolverConfig{Upstream: []string{upstream}}})
+	owner := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Host: "example.test"}}})
+	f.enf.mu.Lock()
+	addrs := f.enf.sessions[owner.id].dns.Addrs()
+	f.enf.mu.Unlock()
+	udp4, tcp4 := addrs.UDP4.String(), addrs.TCP4.String()
+	any4 := netip.AddrPortFrom(netip.IPv4Unspecified(), addrs.TCP4.Port()).String()
+
+	t.Run("owner reaches its resolver directly", func(t *testing.T) {
+		r := run(t, owner, "dns-sendto", udp4, "example.test", "udp4")
+		if r.Errno != "" || !strings.HasPrefix(r.Extra, "NOERROR") {
+			t.Fatalf("query to the own resolver %s: %+v", udp4, r)
+		}
+	})
+	others := map[string]*policy.Network{
+		"loopback all":            {Policy: policy.NetFull, Loopback: policy.LoopbackAll},
+		"allowlist with 127/8":    {Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone, Allow: []policy.NetRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8")}}},
+		"allowlist, loopback all": {Policy: policy.NetAllowlist, Loopback: policy.LoopbackAll, Allow: []policy.NetRule{{Host: "example.test"}}},
+	}
+	for name, n := range others {
+		t.Run(name, func(t *testing.T) {
+			s := f.group(t, n)
+			cases := []netCase{
+				{name: "udp query", op: "dns-sendto", args: []string{udp4, "example.test", "udp4"}, errno: "EPERM", evOp: OpSendmsg, reason: ReasonResolver, dest: udp4},
+				{name: "tcp connect", op: "tcp", args: []string{tcp4}, errno: "EPERM", evOp: OpConnect, reason: ReasonResolver, dest: tcp4},
+				{name: "through 0.0.0.0", op: "tcp", args: []string{any4}, errno: "EPERM", evOp: OpConnect, reason: ReasonResolver, dest: any4},
+			}
+			if addrs.TCP6.IsValid() {
+				cases = append(cases, netCase{name: "tcp6 connect", op: "tcp", args: []string{addrs.TCP6.String()},
+					errno: "EPERM", evOp: OpConnect, reason: ReasonResolver, dest: addrs.TCP6.String()})
+			}
+			if n.Loopback == policy.LoopbackAll {
+				// Loopback = all still means all the rest of loopback.
+				cases = append(cases, netCase{name: "loopback otherwise open", op: "tcp", args: []string{upstreamTCP(t)}})
+			}
+			runCases(t, f, s, cases)
+		})
+	}
+	t.Run("listener entries leave with the session", func(t *testing.T) {
+		gone := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+			Allow: []policy.NetRule{{Host: "example.test"}}})
+		if err := f.enf.RemoveSession(gone.id); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.enf.AddSession(gone.id, policy.Network{Policy: policy.NetNone}); err != nil { // for the cleanup
+			t.Fatal(err)
+		}
+		it := f.enf.objs.NetResolvers.Iterate()
+		var k loader.NetNetListenerKey
+		var id uint64
+		for it.Next(&k, &id) {
+			if id == gone.id {
+				t.Errorf("resolver listener %v of a removed session still guarded", k)
+			}
+		}
+	})
+}
+
+// upstreamTCP returns a TCP listener on 127.0.0.1 outside every session.
+func upstreamTCP(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Link-local addresses are guarded like the metadata service: refused
+// unless an allow entry at least as specific as 169.254.0.0/16 lists
+// them, under full too.
+func TestLinkLocalGuarded(t *testing.T) {
+	f := newFixture(t, Config{})
+	listen(t, ap(linkLocal, 8080))
+	full := f.group(t, &policy.Network{Policy: policy.NetFull, Loopback: policy.LoopbackNone})
+	wide := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.MustParsePrefix("0.0.0.0/0")}, {Prefix: netip.MustParsePrefix("169.0.0.0/8")}}})
+	listed := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.MustParsePrefix("169.254.0.0/16"), Ports: []policy.PortRange{{First: 8080, Last: 8080}}}}})
+	guarded := func(op string, evOp Op) netCase {
+		return netCase{name: op, op: op, args: []string{ap(linkLocal, 8080)}, errno: "EPERM", evOp: evOp, reason: ReasonGuarded, dest: ap(linkLocal, 8080)}
+	}
+	t.Run("full", func(t *testing.T) {
+		runCases(t, f, full, []netCase{guarded("tcp", OpConnect), guarded("udp-sendto", OpSendmsg)})
+	})
+	t.Run("wider prefixes", func(t *testing.T) {
+		runCases(t, f, wide, []netCase{guarded("tcp", OpConnect), guarded("udp-sendto", OpSendmsg)})
+	})
+	t.Run("listed", func(t *testing.T) {
+		runCases(t, f, listed, []netCase{
+			{name: "listed port", op: "tcp", args: []string{ap(linkLocal, 8080)}},
+			{name: "other port", op: "udp-sendto", args: []string{ap(linkLocal, 9)}, errno: "EPERM", evOp: OpSendmsg, reason: ReasonPort, dest: ap(linkLocal, 9)},
+		})
+	})
+}
+
+// An empty allowlist refuses every destination, DNS included; whether
+// proxy variables are set or unset changes nothing, because the kernel
+// judges the connection and not the program's choice of route.
+func TestEmptyAllowlistAndProxyVariables(t *testing.T) {
+	upstream := testZone(t)
+	f := newFixture(t, Config{Resolver: ResolverConfig{Upstream: []string{upstream}}})
+	listen(t, ap(hostA, 8080), ap(hostB, 3128))
+	empty := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone})
+	proxied := f.group(t, &policy.Network{Policy: policy.NetAllowlist, Loopback: policy.LoopbackNone,
+		Allow: []policy.NetRule{{Prefix: netip.PrefixFrom(hostB, 32), Ports: []policy.PortRange{{First: 3128, Last: 3128}}}}})
+	proxyVars := []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY", "no_proxy"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{
+		{"proxy variables set", []string{"HTTP_PROXY=http://" + ap(hostB, 3128), "https_proxy=http://" + ap(hostB, 3128), "ALL_PROXY=socks5://" + ap(hostB, 3128), "NO_PROXY=*"}},
+		{"proxy variables unset", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range []*testGroup{empty, proxied} {
+				for _, c := range []struct{ op, dest string }{{"tcp", ap(hostA, 8080)}, {"udp-sendto", ap(hostA, 9)}, {"http-direct", ap(hostA, 8080)}} {
+					cmd := helperCmd(s, c.op, c.dest)
+					env := cmd.Env[:0:0]
+					for _, kv := range cmd.Env {
+						if name, _, _ := strings.Cut(kv, "="); !slices.Contains(proxyVars, name) {
+							env = append(env, kv)
+						}
+					}
+					cmd.Env = append(env, tc.env...)
+					out, err := cmd.Output()
+					if err != nil {
+						t.Fatalf("helper %s: %v", c.op, err)
+					}
+					var r helperResult
+					if err := json.Unmarshal(out, &r); err != nil {
+						t.Fatalf("helper %s output %q: %v", c.op, out, err)
+					}
+					if r.Errno != "EPERM" {
+						t.Errorf("%s %s: %q (%s), want EPERM", c.op, c.dest, r.Errno, r.Err)
+					}
+				}
+			}
+		})
+	}
+	t.Run("dns", func(t *testing.T) {
+		r := run(t, empty, "dns-sendto", "192.0.2.53:53", "example.test", "udp4")
+		if r.Errno != "" || !strings.HasPrefix(r.Extra, "REFUSED") || len(r.Addrs) != 0 {
+			t.Errorf("query with an empty allowlist: %+v, want REFUSED without answers", r)
+		}
+		if !f.waitRefusal(t, empty.id, "example.test", "not-allowed") {
+			t.Error("no refusal record")
+		}
+	})
 }

@@ -32,8 +32,10 @@ type Enforcer struct {
 	// reader is the open EventReader, if any: a second reader would
 	// silently take records from the first.
 	reader *EventReader
-	stop   chan struct{}
-	swept  sync.WaitGroup
+	// local keeps net_local current once the first session is added.
+	local *localRoutes
+	stop  chan struct{}
+	swept sync.WaitGroup
 }
 
 // sweepInterval is how often expired resolver entries leave the trie. The
@@ -52,6 +54,8 @@ type session struct {
 	// names remembers which allowed name last admitted an address, so
 	// refusal records can say which host an address was reached for.
 	names map[netip.Addr]string
+	// listeners are the net_resolvers keys of the session's resolver.
+	listeners []loader.NetNetListenerKey
 }
 
 // Config configures an Enforcer.
@@ -200,6 +204,11 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 	if _, ok := e.sessions[cgroupID]; ok {
 		return fmt.Errorf("session cgroup %d: already has a network policy", cgroupID)
 	}
+	// The host's own addresses are loopback: net_local must be current
+	// before the session entry makes the programs judge this session.
+	if err := e.watchLocalAddrs(); err != nil {
+		return fmt.Errorf("session cgroup %d: %w", cgroupID, err)
+	}
 	s := &session{net: n, entries: make(map[trieKey][]portRange), names: make(map[netip.Addr]string)}
 	defer func() {
 		if err != nil {
@@ -234,6 +243,9 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 	if n.Policy == policy.NetAllowlist {
 		s.dns, err = e.resolver.Start(cgroupID, n)
 		if err != nil {
+			return fmt.Errorf("session cgroup %d: %w", cgroupID, err)
+		}
+		if err := e.guardResolver(cgroupID, s, s.dns.Addrs()); err != nil {
 			return fmt.Errorf("session cgroup %d: %w", cgroupID, err)
 		}
 		setResolverAddrs(&val, s.dns.Addrs())
@@ -279,6 +291,11 @@ func (e *Enforcer) forget(cgroupID uint64, s *session) error {
 		key := allowKey(cgroupID, k)
 		if err := e.objs.NetAllow.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete allow entry: %w", err))
+		}
+	}
+	for _, key := range s.listeners {
+		if err := e.objs.NetResolvers.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete resolver listener entry: %w", err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -46,6 +46,8 @@ const (
 	ReasonRawSocket  Reason = 7
 	ReasonDNS        Reason = 8
 	ReasonProtocol   Reason = 9
+	// ReasonResolver: the destination is another session's resolver.
+	ReasonResolver Reason = 10
 )
 
 func (r Reason) String() string {
@@ -68,6 +70,8 @@ func (r Reason) String() string {
 		return "dns-without-resolver"
 	case ReasonProtocol:
 		return "protocol"
+	case ReasonResolver:
+		return "other-session-resolver"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -70,6 +71,16 @@ func runHelper(op string) int {
 		emit(resultOf(err))
 	case "udp-sendto":
 		emit(resultOf(udpSendto(args[0])))
+	case "udp-broadcast":
+		emit(resultOf(udpBroadcast(args[0])))
+	case "http-direct":
+		// An HTTP client that ignores proxy variables (dials directly).
+		client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 3 * time.Second}
+		resp, err := client.Get("http://" + args[0] + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		emit(resultOf(err))
 	case "tfo":
 		emit(resultOf(tcpFastOpen(args[0])))
 	case "tcp-lsrr":
@@ -78,6 +89,10 @@ func runHelper(op string) int {
 		emit(resultOf(openSocket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)))
 	case "ping":
 		emit(resultOf(openSocket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)))
+	case "ping6":
+		emit(resultOf(openSocket(unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6)))
+	case "raw6":
+		emit(resultOf(openSocket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)))
 	case "socketpair":
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 		if err == nil {
@@ -99,6 +114,24 @@ func runHelper(op string) int {
 		ln.Close()
 		r := resultOf(err)
 		r.Extra = ln.Addr().String()
+		emit(r)
+	case "listen-via":
+		// Listens on args[0] and connects to the same port at host
+		// args[1]: the session's own server reached through another of
+		// the host's addresses.
+		ln, err := net.Listen("tcp", args[0])
+		if err != nil {
+			emit(resultOf(err))
+			break
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(args[1], strconv.Itoa(port)), 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		ln.Close()
+		r := resultOf(err)
+		r.Extra = net.JoinHostPort(args[1], strconv.Itoa(port))
 		emit(r)
 	case "serve-once":
 		// Listens on args[0], reports the address, echoes one line for
@@ -259,6 +292,24 @@ func udpSendto(target string) error {
 		return err
 	}
 	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("x"), 0, sa)
+}
+
+// udpBroadcast is udpSendto with SO_BROADCAST, which a broadcast
+// destination needs before any hook is asked.
+func udpBroadcast(target string) error {
+	family, sa, err := sockaddr(target)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err != nil {
+		return fmt.Errorf("set SO_BROADCAST: %w", err)
+	}
 	return unix.Sendto(fd, []byte("x"), 0, sa)
 }
 

@@ -46,6 +46,20 @@ type NetNetEvent struct {
 	Comm     [16]int8
 }
 
+type NetNetListenerKey struct {
+	_        structs.HostLayout
+	Addr     [16]uint8
+	Port     uint16
+	Protocol uint8
+	Pad      uint8
+}
+
+type NetNetLocalKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
 type NetNetPortRange struct {
 	_         structs.HostLayout
 	First     uint16
@@ -67,16 +81,16 @@ type NetNetSession struct {
 }
 
 type NetNetSkInfo struct {
-	_           structs.HostLayout
-	Owner       uint64
-	AllowedAddr [4]uint32
-	OrigAddr    [4]uint32
-	AllowedPort uint16
-	OrigPort    uint16
-	Allowed     uint8
-	Redirected  uint8
-	Bound       uint8
-	Pad         uint8
+	_            structs.HostLayout
+	Owner        uint64
+	AllowedAddr  [4]uint32
+	OrigAddr     [4]uint32
+	AllowedPort  uint16
+	OrigPort     uint16
+	Allowed      uint8
+	Redirected   uint8
+	Bound        uint8
+	AllowedLocal uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -86,6 +100,8 @@ const (
 	NetMapNetAllow        = "net_allow"
 	NetMapNetEvents       = "net_events"
 	NetMapNetEventsLost   = "net_events_lost"
+	NetMapNetLocal        = "net_local"
+	NetMapNetResolvers    = "net_resolvers"
 	NetMapNetSessions     = "net_sessions"
 	NetMapNetSk           = "net_sk"
 	NetProgNetConnect4    = "net_connect4"
@@ -162,6 +178,8 @@ type NetMapSpecs struct {
 	NetAllow      *ebpf.MapSpec `ebpf:"net_allow"`
 	NetEvents     *ebpf.MapSpec `ebpf:"net_events"`
 	NetEventsLost *ebpf.MapSpec `ebpf:"net_events_lost"`
+	NetLocal      *ebpf.MapSpec `ebpf:"net_local"`
+	NetResolvers  *ebpf.MapSpec `ebpf:"net_resolvers"`
 	NetSessions   *ebpf.MapSpec `ebpf:"net_sessions"`
 	NetSk         *ebpf.MapSpec `ebpf:"net_sk"`
 }
@@ -196,6 +214,8 @@ type NetMaps struct {
 	NetAllow      *ebpf.Map `ebpf:"net_allow"`
 	NetEvents     *ebpf.Map `ebpf:"net_events"`
 	NetEventsLost *ebpf.Map `ebpf:"net_events_lost"`
+	NetLocal      *ebpf.Map `ebpf:"net_local"`
+	NetResolvers  *ebpf.Map `ebpf:"net_resolvers"`
 	NetSessions   *ebpf.Map `ebpf:"net_sessions"`
 	NetSk         *ebpf.Map `ebpf:"net_sk"`
 }
@@ -205,6 +225,8 @@ func (m *NetMaps) Close() error {
 		m.NetAllow,
 		m.NetEvents,
 		m.NetEventsLost,
+		m.NetLocal,
+		m.NetResolvers,
 		m.NetSessions,
 		m.NetSk,
 	)

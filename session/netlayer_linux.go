@@ -404,6 +404,16 @@ func dnsRecord(d egress.DNSRefusal, ns *netSession) *audit.Record {
 	case "busy":
 		rcode = "SERVFAIL"
 		rule = "too many outstanding lookups for this session (resolver bound)"
+	case egress.ReasonAskRejected:
+		rule = "network.unknown_hosts = ask: the approver rejected the name"
+	case egress.ReasonAskTimeout:
+		rule = "network.unknown_hosts = ask: no answer within network.ask_timeout_seconds"
+	case egress.ReasonNoApprover:
+		rule = "network.unknown_hosts = ask: no daemon to ask (standalone run)"
+	case egress.ReasonAskBusy:
+		rule = "network.unknown_hosts = ask: too many names pending approval for this session"
+	case egress.ReasonAskClosed:
+		rule = "network.unknown_hosts = ask: the session ended while the name was pending"
 	}
 	r := &audit.Record{
 		Message: fmt.Sprintf("dns query %s %s refused: %s", d.Type, d.Name, d.Reason),

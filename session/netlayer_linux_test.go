@@ -27,20 +27,28 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
-// Addresses of the test's private network namespace (RFC 2544 benchmark
-// range, on its lo): nothing leaves the namespace.
+// Addresses of the test's private peer network namespace (RFC 2544
+// benchmark range, on its lo), reached from the test's host namespace over
+// a veth pair: nothing leaves the two namespaces. ownAddr is the host's
+// end of the veth, one of the host's own non-loopback addresses, which
+// sessions must reach only as loopback.
 var (
 	hostA   = netip.MustParseAddr("198.18.0.1")
 	hostB   = netip.MustParseAddr("198.18.0.2")
 	dnsHost = netip.MustParseAddr("198.18.0.53")
+	ownAddr = netip.MustParseAddr("198.19.0.1")
+	peerEnd = netip.MustParseAddr("198.19.0.2")
 )
 
-// netWorld is a network namespace private to one test, entered by one
-// locked OS thread: sockets created and processes started through do live
-// in it (a socket keeps the namespace it was created in; a child inherits
-// the namespace of the thread that forked it).
+// netWorld is a pair of network namespaces private to one test, each
+// entered by one locked OS thread: the host (where the supervisor and the
+// sessions run) and the peer (the remote hosts). Sockets created and
+// processes started through do / doPeer live in them (a socket keeps the
+// namespace it was created in; a child inherits the namespace of the
+// thread that forked it).
 type netWorld struct {
-	req chan func()
+	req     chan func()
+	peerReq chan func()
 	// accepted counts connections accepted per listener address.
 	mu       sync.Mutex
 	accepted map[string]int
@@ -48,36 +56,83 @@ type netWorld struct {
 
 func newNetWorld(t *testing.T) *netWorld {
 	t.Helper()
-	w := &netWorld{req: make(chan func()), accepted: map[string]int{}}
-	ready := make(chan error)
+	w := &netWorld{req: make(chan func()), peerReq: make(chan func()), accepted: map[string]int{}}
+	peerNS, err := nsThread(w.peerReq, []netip.Addr{hostA, hostB, dnsHost}, [][]string{
+		{"ip", "link", "set", "lo", "up"},
+	})
+	if err != nil {
+		t.Skipf("SKIP: cannot build the test's private peer network namespace: %v", err)
+	}
+	t.Cleanup(func() { close(w.peerReq) })
+	if _, err := nsThread(w.req, nil, [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "link", "add", "oxh", "type", "veth", "peer", "name", "oxp", "netns", peerNS},
+		{"ip", "addr", "add", ownAddr.String() + "/24", "dev", "oxh"},
+		{"ip", "link", "set", "oxh", "up"},
+		{"ip", "route", "add", "198.18.0.0/24", "via", peerEnd.String()},
+	}); err != nil {
+		t.Skipf("SKIP: cannot build the test's private network namespace: %v", err)
+	}
+	t.Cleanup(func() { close(w.req) })
+	var out []byte
+	w.doPeer(func() {
+		for _, c := range [][]string{
+			{"ip", "addr", "add", peerEnd.String() + "/24", "dev", "oxp"},
+			{"ip", "link", "set", "oxp", "up"},
+			{"ip", "route", "add", "default", "via", ownAddr.String()},
+		} {
+			if out, err = exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+				err = fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("peer side of the veth: %v", err)
+	}
+	return w
+}
+
+// nsThread starts a locked thread in a new network namespace that runs
+// cmds, adds addrs to its lo and then serves req; it returns the
+// namespace's path.
+func nsThread(req chan func(), addrs []netip.Addr, cmds [][]string) (string, error) {
+	type result struct {
+		path string
+		err  error
+	}
+	ready := make(chan result)
 	go func() {
 		// Never unlocked: the thread ends with this goroutine instead of
 		// going back to the scheduler in the test's namespace.
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ready <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+			ready <- result{err: fmt.Errorf("unshare(CLONE_NEWNET): %w", err)}
 			return
 		}
-		cmds := [][]string{{"ip", "link", "set", "lo", "up"}}
-		for _, a := range []netip.Addr{hostA, hostB, dnsHost} {
+		for _, a := range addrs {
 			cmds = append(cmds, []string{"ip", "addr", "add", a.String() + "/32", "dev", "lo"})
 		}
 		for _, c := range cmds {
 			if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-				ready <- fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)
+				ready <- result{err: fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)}
 				return
 			}
 		}
-		ready <- nil
-		for f := range w.req {
+		ready <- result{path: fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())}
+		for f := range req {
 			f()
 		}
 	}()
-	if err := <-ready; err != nil {
-		t.Skipf("SKIP: cannot build the test's private network namespace: %v", err)
-	}
-	t.Cleanup(func() { close(w.req) })
-	return w
+	r := <-ready
+	return r.path, r.err
+}
+
+// doPeer runs f on the peer namespace's thread.
+func (w *netWorld) doPeer(f func()) {
+	done := make(chan struct{})
+	w.peerReq <- func() { defer close(done); f() }
+	<-done
 }
 
 // do runs f on the namespace's thread.
@@ -87,13 +142,18 @@ func (w *netWorld) do(f func()) {
 	<-done
 }
 
-// listen starts a TCP listener at addr inside the namespace that counts
-// and closes every connection.
+// listen starts a TCP listener at addr that counts and closes every
+// connection: in the host namespace for a loopback or unspecified address
+// (a service of the host), in the peer for the others (a remote host).
 func (w *netWorld) listen(t *testing.T, addr string) {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	w.do(func() { ln, err = net.Listen("tcp4", addr) })
+	in := w.doPeer
+	if a, perr := netip.ParseAddrPort(addr); perr == nil && (a.Addr().IsLoopback() || a.Addr().IsUnspecified()) {
+		in = w.do
+	}
+	in(func() { ln, err = net.Listen("tcp4", addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +186,7 @@ func (w *netWorld) serveDNS(t *testing.T, zone map[string]netip.Addr) string {
 	var pc net.PacketConn
 	var ln net.Listener
 	var err error
-	w.do(func() {
+	w.doPeer(func() {
 		if pc, err = net.ListenPacket("udp4", addr); err != nil {
 			return
 		}
@@ -675,17 +735,22 @@ func TestNetLayerRunFull(t *testing.T) {
 	w := newNetWorld(t)
 	remote := netip.AddrPortFrom(hostA, 8080).String()
 	hostLoopback := "127.0.0.1:8081"
+	// A host service on every address, reached through the host's own
+	// non-loopback address: loopback all the same.
+	hostAddr := netip.AddrPortFrom(ownAddr, 8082).String()
 	w.listen(t, remote)
 	w.listen(t, hostLoopback)
-	script := connectScript(map[string]string{"remote": remote, "hostlo": hostLoopback}) + `printf 'own='; "$FSOP" loopback` + "\n"
+	w.listen(t, "0.0.0.0:8082")
+	script := connectScript(map[string]string{"remote": remote, "hostlo": hostLoopback, "hostaddr": hostAddr}) +
+		`printf 'own='; "$FSOP" loopback` + "\n"
 	for _, tc := range []struct {
 		name  string
 		flags []string
 		want  map[string]string
 		layer bool
 	}{
-		{"full", []string{"--net", "full"}, map[string]string{"remote": "OK", "hostlo": "EPERM", "own": "OK"}, true},
-		{"full-access", []string{"--sandbox", "full-access"}, map[string]string{"remote": "OK", "hostlo": "OK", "own": "OK"}, false},
+		{"full", []string{"--net", "full"}, map[string]string{"remote": "OK", "hostlo": "EPERM", "hostaddr": "EPERM", "own": "OK"}, true},
+		{"full-access", []string{"--sandbox", "full-access"}, map[string]string{"remote": "OK", "hostlo": "OK", "hostaddr": "OK", "own": "OK"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := filepath.Join(e.base, tc.name+".jsonl")
@@ -696,7 +761,8 @@ func TestNetLayerRunFull(t *testing.T) {
 				}
 			}
 			var start audit.Record
-			for _, r := range readAudit(t, log) {
+			recs := readAudit(t, log)
+			for _, r := range recs {
 				if r.Ox.Kind == audit.KindSessionStart {
 					start = r
 				}
@@ -704,6 +770,12 @@ func TestNetLayerRunFull(t *testing.T) {
 			layers := strings.Split(strings.TrimPrefix(start.Ox.Rule, "layers: "), ",")
 			if has := contains(layers, session.LayerNetwork); has != tc.layer {
 				t.Errorf("session layers %q: network layer present = %v, want %v", start.Ox.Rule, has, tc.layer)
+			}
+			if tc.want["hostaddr"] == "EPERM" {
+				d, ok := netDenials(recs, start.Ox.Session)[hostAddr]
+				if !ok || d.Event.Action != "connect" || d.Event.Reason != "loopback" || d.Ox.Errno != int(unix.EPERM) {
+					t.Errorf("denial record for the host's own %s: %+v (found %v), want connect refused as loopback", hostAddr, d, ok)
+				}
 			}
 		})
 	}
