@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,7 +36,7 @@ type Error struct {
 	Status int `json:"-"`
 	// Code is a stable machine-readable name: bad_request, too_large,
 	// unknown_field, forbidden, not_found, conflict, policy, boundary,
-	// unsupported, internal.
+	// unsupported, busy (connection limit), internal.
 	Code    string `json:"code"`
 	Message string `json:"error"`
 }
@@ -137,11 +139,13 @@ const (
 
 // Approval is one pending request, as GET /permission lists it.
 type Approval struct {
-	ID      string    `json:"id"`
-	Kind    string    `json:"kind"` // excluded_command | unsandboxed_command
-	Session string    `json:"session"`
-	UID     int       `json:"uid"`
-	Command []string  `json:"command"`
+	ID      string   `json:"id"`
+	Kind    string   `json:"kind"` // excluded_command | unsandboxed_command | hostname
+	Session string   `json:"session"`
+	UID     int      `json:"uid"`
+	Command []string `json:"command"`
+	// Host is the name a held DNS lookup asks for (kind hostname).
+	Host    string    `json:"host,omitempty"`
 	Dir     string    `json:"dir,omitempty"`
 	Pattern string    `json:"pattern"` // what "always" would store
 	Created time.Time `json:"created"`
@@ -373,4 +377,34 @@ func (r *CheckRequest) validate() error {
 		}
 	}
 	return checkAbs("workspace", r.Workspace, false)
+}
+
+// AuditQuery is GET /audit's query, the filters of `audit tail`.
+type AuditQuery struct {
+	Follow  bool
+	Session string
+	PID     int
+	Op      string
+	Since   time.Time
+}
+
+// Values encodes q for the request URL.
+func (q AuditQuery) Values() url.Values {
+	v := url.Values{}
+	if q.Follow {
+		v.Set("follow", "1")
+	}
+	if q.Session != "" {
+		v.Set("session", q.Session)
+	}
+	if q.PID != 0 {
+		v.Set("pid", strconv.Itoa(q.PID))
+	}
+	if q.Op != "" {
+		v.Set("op", q.Op)
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	return v
 }

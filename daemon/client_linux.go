@@ -223,3 +223,32 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (CheckResponse, er
 	err := c.do(ctx, http.MethodPost, "/permission/check", req, &out)
 	return out, err
 }
+
+// AuditTail streams the audit records the caller may read (its own
+// sessions'; every record for root and admins), calling fn with each raw
+// JSON line until the stream ends (or, with q.Follow, ctx ends).
+func (c *Client) AuditTail(ctx context.Context, q AuditQuery, fn func(line []byte) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://oxsupervise/audit?"+q.Values().Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("daemon at %s: %w", c.socket(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), MaxRequestBytes)
+	for sc.Scan() {
+		if err := fn(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("daemon audit stream: %w", err)
+	}
+	return ctx.Err()
+}

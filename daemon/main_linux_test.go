@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
@@ -45,6 +46,10 @@ type daemonProcOpts struct {
 	// Listen are TCP addresses the daemon process accepts on (in its
 	// network namespace, which its sessions share).
 	Listen []string
+	// DNS, when set, makes the daemon process serve these name -> IPv4
+	// answers on loopback (in its namespace) and use that server as its
+	// resolvers' upstream.
+	DNS map[string]string
 }
 
 // connectVerb makes this test binary connect to one TCP address and print
@@ -67,6 +72,78 @@ func connectMain(addr string) int {
 	return 1
 }
 
+// lookupVerb makes this test binary send one DNS A query for a name to a
+// server, then connect to an address, printing one line
+// "NAME rcode=RCODE answer=IP,... ADDR=ok|<errno name>": the probe of
+// hostname approvals run inside sessions.
+const lookupVerb = "oxs-lookup"
+
+func lookupMain(name, server, addr string) int {
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	// Longer than any ask timeout the tests set: the resolver's answer,
+	// not the client's patience, must end the lookup.
+	c := &dns.Client{Net: "udp", Timeout: 15 * time.Second}
+	m, _, err := c.Exchange(q, server)
+	rcode := "error:" + fmt.Sprint(err)
+	var answers []string
+	if err == nil {
+		rcode = dns.RcodeToString[m.Rcode]
+		for _, rr := range m.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				answers = append(answers, a.A.String())
+			}
+		}
+	}
+	fmt.Printf("%s rcode=%s answer=%s ", name, rcode, strings.Join(answers, ","))
+	return connectMain(addr)
+}
+
+// listenVerb makes this test binary accept TCP connections on an address
+// until killed: a peer in a network namespace a test creates.
+const listenVerb = "oxs-listen"
+
+func listenMain(addr string) int {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("listening")
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		c.Close()
+	}
+}
+
+// serveFakeDNS answers A queries for the names of answers on a loopback
+// UDP port and returns its address.
+func serveFakeDNS(answers map[string]string) (string, error) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		q := req.Question[0]
+		ip, ok := answers[strings.TrimSuffix(strings.ToLower(q.Name), ".")]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+				A: net.ParseIP(ip).To4()})
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	return pc.LocalAddr().String(), nil
+}
+
 // helper is a copy of this test binary that every user can execute.
 var helper string
 
@@ -76,6 +153,12 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 2 && os.Args[1] == connectVerb {
 		os.Exit(connectMain(os.Args[2]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == listenVerb {
+		os.Exit(listenMain(os.Args[2]))
+	}
+	if len(os.Args) > 4 && os.Args[1] == lookupVerb {
+		os.Exit(lookupMain(os.Args[2], os.Args[3], os.Args[4]))
 	}
 	if mode := os.Getenv(helperModeEnv); mode != "" {
 		os.Exit(helperMain(mode, os.Args[1:]))
@@ -142,10 +225,18 @@ func helperMain(mode string, args []string) int {
 				}
 			}()
 		}
+		var upstream []string
+		if len(o.DNS) > 0 {
+			addr, err := serveFakeDNS(o.DNS)
+			if err != nil {
+				return fail(err)
+			}
+			upstream = []string{addr}
+		}
 		self, _ := os.Executable()
 		srv, err := New(Options{Socket: o.Socket, ManagedDir: o.ManagedDir, AuditPath: o.AuditPath, StateDir: o.StateDir,
 			PinDir: o.PinDir, Cgroup: cgroup.Config{Parent: o.Parent}, Registry: session.Registry{Dir: o.RegistryDir},
-			SelfExe: self, ApprovalTimeout: 20 * time.Second})
+			SelfExe: self, ApprovalTimeout: 20 * time.Second, ResolverUpstream: upstream})
 		if err != nil {
 			return fail(err)
 		}
@@ -189,6 +280,59 @@ func helperMain(mode string, args []string) int {
 		return printJSON(list)
 	case "stop": // ID
 		if err := c.Stop(ctx, args[0]); err != nil {
+			return fail(err)
+		}
+		return 0
+	case "flood": // N: open N connections, report how many the daemon
+		// refused at once (503 busy), hold the rest until stdin closes.
+		n, _ := strconv.Atoi(args[0])
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			conn, err := net.Dial("unix", c.Socket)
+			if err != nil {
+				return fail(err)
+			}
+			// A well-formed request, then the connection is kept open.
+			io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+			conns = append(conns, conn)
+		}
+		answers := make([]string, n)
+		var wg sync.WaitGroup
+		for i, conn := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A refused connection is answered 503 and closed; an
+				// admitted one answers 200 and stays open (kept alive).
+				conn.SetReadDeadline(time.Now().Add(time.Second))
+				b, _ := io.ReadAll(conn)
+				answers[i] = string(b)
+			}()
+		}
+		wg.Wait()
+		held, refused := 0, 0
+		for _, a := range answers {
+			switch {
+			case strings.HasPrefix(a, "HTTP/1.1 200"):
+				held++
+			case strings.HasPrefix(a, "HTTP/1.1 503") && strings.Contains(a, `"code":"busy"`):
+				refused++
+			default:
+				fmt.Printf("unexpected answer %q\n", a)
+			}
+		}
+		fmt.Printf("held=%d refused=%d\n", held, refused)
+		io.Copy(io.Discard, os.Stdin)
+		for _, conn := range conns {
+			conn.Close()
+		}
+		return 0
+	case "audit": // FOLLOW (0|1): print the raw lines GET /audit sends
+		err := c.AuditTail(ctx, AuditQuery{Follow: args[0] == "1"}, func(line []byte) error {
+			_, err := fmt.Printf("%s\n", line)
+			return err
+		})
+		if err != nil {
 			return fail(err)
 		}
 		return 0
@@ -266,6 +410,9 @@ type world struct {
 	srv                              *Server
 	log                              *syncBuffer
 	stop                             func()
+	// dns are the answers of the fake upstream of a daemon started by
+	// startDaemonInNetns (none: the daemon uses /etc/resolv.conf).
+	dns map[string]string
 }
 
 const nobody = 65534

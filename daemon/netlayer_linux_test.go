@@ -42,7 +42,7 @@ func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuf
 	}
 	o, _ := json.Marshal(daemonProcOpts{Socket: w.socket, ManagedDir: w.opts.ManagedDir, AuditPath: w.audit,
 		StateDir: w.opts.StateDir, PinDir: w.opts.PinDir, Parent: w.opts.Cgroup.Parent, RegistryDir: w.opts.Registry.Dir,
-		Listen: []string{allowedAddr, otherAddr}})
+		Listen: []string{allowedAddr, otherAddr}, DNS: w.dns})
 	setup := `ip link set lo up && ip addr add 198.18.0.2/32 dev lo && ip addr add 198.18.0.3/32 dev lo && exec "$0"`
 	cmd := exec.Command("unshare", "--net", "sh", "-c", setup, helper)
 	if nsPID > 0 {

@@ -67,9 +67,33 @@ type Options struct {
 	// layer's resolvers; empty means /etc/resolv.conf.
 	ResolverUpstream []string
 
+	// MaxConns bounds the connections open at once from users other than
+	// root (0: DefaultMaxConns); MaxConnsPerUID bounds those of one uid
+	// (0: DefaultMaxConnsPerUID). Connections beyond them are answered
+	// 503 (code busy) and closed. Root is never refused.
+	MaxConns, MaxConnsPerUID int
+
 	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
 	adoptGrace time.Duration
+	// headerTimeout and bodyTimeout override DefaultHeaderTimeout and
+	// DefaultBodyTimeout (tests).
+	headerTimeout, bodyTimeout time.Duration
 }
+
+// Connection limits (see Options.MaxConns). A run request holds its
+// connection for as long as its session lives, so the bounds are well
+// above the sessions one user runs.
+const (
+	DefaultMaxConns       = 512
+	DefaultMaxConnsPerUID = 64
+	// DefaultHeaderTimeout bounds reading a request's headers, and
+	// DefaultBodyTimeout reading its body (at most MaxRequestBytes): a
+	// client that stops sending mid-request is disconnected.
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout   = 30 * time.Second
+	// idleTimeout closes kept-alive connections that send no request.
+	idleTimeout = 2 * time.Minute
+)
 
 // Server is the daemon.
 type Server struct {
@@ -91,12 +115,18 @@ type Server struct {
 	sessions map[string]*managed
 	pending  map[string]*pendingApproval
 	calls    map[string]*callTrack
+	// owners are the uids of sessions this daemon started or attached,
+	// kept after they end for GET /audit.
+	owners map[string]int
 }
 
 // managed is a session the daemon created or attached, with what it needs
 // to answer for it later (its user and compiled policy).
 type managed struct {
-	id        string
+	id string
+	// cgroupID is what the session's DNS queries are known by (0 when
+	// not known: adopted sessions; see sessionByCgroup).
+	cgroupID  uint64
 	cred      credential
 	home      string
 	userName  string
@@ -118,6 +148,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxConnsPerUID <= 0 {
+		opts.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
+	if opts.headerTimeout <= 0 {
+		opts.headerTimeout = DefaultHeaderTimeout
+	}
+	if opts.bodyTimeout <= 0 {
+		opts.bodyTimeout = DefaultBodyTimeout
+	}
 	zl := zerolog.New(opts.Log).With().Timestamp().Str("component", "oxsupervise-daemon").Logger()
 	s := &Server{
 		opts: opts, adminGID: -1,
@@ -129,6 +171,7 @@ func New(opts Options) (*Server, error) {
 		sessions: map[string]*managed{},
 		pending:  map[string]*pendingApproval{},
 		calls:    map[string]*callTrack{},
+		owners:   map[string]int{},
 	}
 	if g := opts.AdminGroup; g != "" {
 		grp, err := user.LookupGroup(g)
@@ -160,21 +203,30 @@ func (s *Server) Serve(ctx context.Context) error {
 	// The layers' own warnings (audit records that could not be written,
 	// lost kernel events) are log lines at warn level.
 	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())
+	if s.enf.net != nil {
+		// Lookups of names no rule allows, in sessions that say
+		// unknown_hosts = "ask", become pending approvals.
+		s.enf.net.SetAsk(s.askHostname)
+	}
 	defer s.closeEnforcement()
 	for _, line := range s.adopt(ctx) {
 		s.log.Print(line)
 	}
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ConnContext:       withConn,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:     s.Handler(),
+		ConnContext: withConn,
+		// No ReadTimeout or WriteTimeout: a run request streams for as
+		// long as its session lives. The body has its own deadline (guard).
+		ReadHeaderTimeout: s.opts.headerTimeout,
 		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idleTimeout,
 		ErrorLog:          s.log,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(fdListener{ln}) }()
+	go func() {
+		errc <- srv.Serve(fdListener{UnixListener: ln, limits: newConnLimiter(s.opts.MaxConns, s.opts.MaxConnsPerUID)})
+	}()
 	s.log.Printf("listening on %s", s.opts.Socket)
 	select {
 	case err := <-errc:
@@ -200,10 +252,7 @@ func (s *Server) closeEnforcement() {
 	case <-time.After(15 * time.Second):
 		s.zl.Error().Msg("sessions still being torn down after 15s; detaching the layers anyway")
 	}
-	if n := s.enf.holding(); n > 0 {
-		s.zl.Error().Int("sessions", n).Msg("attach sessions keep running WITHOUT their network and BPF-LSM rules until the next daemon start adopts them and applies the rules again")
-	}
-	if err := s.enf.close(); err != nil {
+	if err := s.enf.close(s.zl); err != nil {
 		s.zl.Error().Err(err).Msg("close enforcement layers")
 	}
 }
@@ -258,6 +307,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /permission/check", s.check)
 	mux.HandleFunc("POST /permission/{id}/reply", s.reply)
 	mux.HandleFunc("POST /exec", s.exec)
+	mux.HandleFunc("GET /audit", s.auditTail)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
@@ -283,9 +333,45 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				writeError(w, errorf(http.StatusInternalServerError, "internal", "internal error (logged by the daemon)"))
 			}
 		}()
-		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+		r.Body = s.boundBody(w, r)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// boundBody limits r's body to MaxRequestBytes and to the body timeout:
+// the connection's read deadline covers the body and is lifted once the
+// body has been read (a deadline left in place would end a streaming
+// request's context when it fires).
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) io.ReadCloser {
+	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	if r.Body == http.NoBody || r.ContentLength == 0 {
+		return body
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.opts.bodyTimeout)) != nil {
+		return body
+	}
+	return &deadlineBody{ReadCloser: body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
+}
+
+// deadlineBody lifts the read deadline when the body ends.
+type deadlineBody struct {
+	io.ReadCloser
+	once sync.Once
+	lift func()
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error {
+	b.once.Do(b.lift)
+	return b.ReadCloser.Close()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -540,18 +626,6 @@ func (ww *warnWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// startHook is a session layer that enforces nothing: it tells the daemon
-// the id and cgroup of the session session.Run just created, before the
-// command starts.
-type startHook struct{ fn func(session.SessionInfo) }
-
-func (h startHook) Name() string { return "daemon" }
-
-func (h startHook) Apply(ctx context.Context, info session.SessionInfo) (func(context.Context) error, error) {
-	h.fn(info)
-	return nil, nil
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req RunRequest
 	p := s.outsidePeer(w, r, "creating a session", &req)
@@ -592,14 +666,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var mu sync.Mutex
 	var id string
 	finished := make(chan struct{})
-	hook := startHook{fn: func(info session.SessionInfo) {
+	onStart := func(info session.SessionInfo) {
 		mu.Lock()
 		id = info.ID
 		mu.Unlock()
-		s.remember(&managed{id: info.ID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
+		s.noteOwner(info.ID, cred.UID)
+		s.remember(&managed{id: info.ID, cgroupID: info.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
 		es.send(Event{Event: "started", Session: info.ID})
 		s.log.Printf("session %s started for uid %d: %q", info.ID, cred.UID, req.Argv)
-	}}
+	}
 	// A run session lives as long as its client: when the client goes
 	// away, the session is stopped.
 	go func() {
@@ -623,7 +698,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(append(layers, hook)...),
+		Layers: s.layers(layers...), OnStart: onStart,
 	})
 	close(finished)
 	mu.Lock()
@@ -851,7 +926,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		e.UID = cred.UID
 		s.opts.Registry.Put(*e)
 	}
-	s.remember(&managed{id: e.ID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
+	s.noteOwner(e.ID, cred.UID)
+	s.remember(&managed{id: e.ID, cgroupID: e.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
 	s.log.Printf("session %s: uid %d attached pid %d", e.ID, p.UID, req.PID)
 	s.work.Add(1)
 	go s.watchAttached(e.ID, e.CgroupID)

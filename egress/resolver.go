@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -34,6 +35,10 @@ type ResolverConfig struct {
 	// wildcard would pile up a goroutine and a socket per query in the
 	// root supervisor for as long as upstream takes to time out.
 	MaxInflight int
+	// Ask is the approver of names no rule allows, for sessions whose
+	// policy says unknown_hosts = "ask" (see AskFunc). Nil means nobody
+	// can approve: such names are refused at once (reason no-approver).
+	Ask AskFunc
 }
 
 // Resolver answers a session's DNS for the names its policy allows and
@@ -43,6 +48,8 @@ type ResolverConfig struct {
 type Resolver struct {
 	cfg   ResolverConfig
 	admit AdmitFunc
+	// ask is cfg.Ask, replaceable by SetAsk while sessions run.
+	ask atomic.Pointer[AskFunc]
 }
 
 // NewResolver returns a resolver that calls admit for every address it
@@ -54,7 +61,9 @@ func NewResolver(cfg ResolverConfig, admit AdmitFunc) *Resolver {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 64
 	}
-	return &Resolver{cfg: cfg, admit: admit}
+	r := &Resolver{cfg: cfg, admit: admit}
+	r.SetAsk(cfg.Ask)
+	return r
 }
 
 // ResolverAddrs are a session resolver's listeners; IPv6 ones are invalid
@@ -73,6 +82,7 @@ type SessionResolver struct {
 	servers  []*dns.Server
 	wg       sync.WaitGroup
 	inflight chan struct{} // one token per outstanding upstream lookup
+	asks     askState
 }
 
 // Start opens the session's listeners on 127.0.0.1 (and ::1 when
@@ -129,8 +139,9 @@ func (s *SessionResolver) serve(pc net.PacketConn, ln net.Listener) {
 // Addrs returns the listeners the session's port-53 traffic is sent to.
 func (s *SessionResolver) Addrs() ResolverAddrs { return s.addrs }
 
-// Close stops the listeners.
+// Close refuses the queries held for an approval and stops the listeners.
 func (s *SessionResolver) Close() error {
+	s.asks.close()
 	var errs []error
 	for _, srv := range s.servers {
 		if err := srv.Shutdown(); err != nil {
@@ -184,10 +195,19 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		w.WriteMsg(resp)
 	}
-	ports, ok := matchHost(s.net.Allow, name)
-	if !ok || q.Qclass != dns.ClassINET {
+	if q.Qclass != dns.ClassINET {
 		refuse("not-allowed", netip.Addr{})
 		return
+	}
+	ports, ok := matchHost(s.net.Allow, name)
+	if !ok {
+		// Names approved for this session (unknown_hosts = "ask") reach
+		// every port, like an allow entry without ports.
+		ports = nil
+		if reason := s.approve(name, q.Qtype, client); reason != "" {
+			refuse(reason, netip.Addr{})
+			return
+		}
 	}
 	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA {
 		// An allowed name, but no record type that admits an address:
@@ -228,13 +248,12 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			}
 		}
 	}
-	minTTL := time.Duration(s.net.MinTTLSeconds) * time.Second
 	for _, rr := range chain {
 		addr, ok := rrAddr(rr)
 		if !ok {
 			continue
 		}
-		ttl := max(time.Duration(rr.Header().Ttl)*time.Second, minTTL)
+		ttl := admitTTL(rr.Header().Ttl, s.net)
 		if err := s.r.admit(s.cgroupID, name, addr, ports, ttl); err != nil {
 			resp.Rcode = dns.RcodeServerFailure
 			resp.Answer = nil
@@ -244,6 +263,18 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	resp.Answer = chain
 	w.WriteMsg(resp)
+}
+
+// admitTTL is how long an answer with ttl seconds keeps its address
+// admitted: at least the policy's floor (so that a TTL of 0 still lets the
+// client connect), at most its cap (so that a huge TTL cannot keep an
+// address reachable for days). The cap wins over the floor.
+func admitTTL(ttl uint32, n policy.Network) time.Duration {
+	d := max(time.Duration(ttl)*time.Second, time.Duration(n.MinTTLSeconds)*time.Second)
+	if n.MaxTTLSeconds > 0 {
+		d = min(d, time.Duration(n.MaxTTLSeconds)*time.Second)
+	}
+	return d
 }
 
 func rrAddr(rr dns.RR) (netip.Addr, bool) {

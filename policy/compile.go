@@ -310,7 +310,16 @@ func compile(m *merged, opts LoadOptions, ws Anchor, wsSrc string) (*Compiled, e
 		Policy:        NetPolicy(m.str("network.policy")),
 		Loopback:      Loopback(m.str("network.loopback")),
 		MinTTLSeconds: uint32(min(m.integer("network.min_ttl_seconds"), 1<<31)),
+		MaxTTLSeconds: uint32(min(m.integer("network.max_ttl_seconds"), 1<<31)),
+		UnknownHosts:  UnknownHosts(m.str("network.unknown_hosts")),
 	}
+	// 0 would mean "wait forever" to a reader, and a held query must
+	// always end.
+	askTimeout := m.get("network.ask_timeout_seconds")
+	if v := askTimeout.val.(int64); v < 1 || v > MaxAskTimeoutSeconds {
+		return nil, &Error{Pos: pos{File: askTimeout.source()}, Msg: fmt.Sprintf("network.ask_timeout_seconds = %d: must be between 1 and %d", v, MaxAskTimeoutSeconds)}
+	}
+	c.Network.AskTimeoutSeconds = uint32(askTimeout.val.(int64))
 	if c.Mode == ModeFullAccess {
 		c.Network.Policy = NetFull
 		c.Network.Loopback = LoopbackAll

@@ -184,7 +184,35 @@ type Network struct {
 	AllowUnixSockets []string `json:"allow_unix_sockets,omitempty"`
 	// MinTTLSeconds floors the lifetime of resolver-admitted addresses.
 	MinTTLSeconds uint32 `json:"min_ttl_seconds"`
+	// MaxTTLSeconds caps it (applied after the floor), so that an answer
+	// with a huge TTL cannot keep an address admitted for days; 0 means
+	// no cap (only policies compiled before the key existed).
+	MaxTTLSeconds uint32 `json:"max_ttl_seconds,omitempty"`
+	// UnknownHosts says what the resolver does with a name no allow entry
+	// matches: refuse it (deny, also the meaning of "") or hold the query
+	// and ask the daemon's approvers (ask).
+	UnknownHosts UnknownHosts `json:"unknown_hosts,omitempty"`
+	// AskTimeoutSeconds bounds how long an asked query waits for an
+	// answer before it is refused.
+	AskTimeoutSeconds uint32 `json:"ask_timeout_seconds,omitempty"`
 }
+
+// UnknownHosts is the resolver's treatment of names no rule allows.
+type UnknownHosts string
+
+const (
+	UnknownHostsDeny UnknownHosts = "deny"
+	UnknownHostsAsk  UnknownHosts = "ask"
+)
+
+// Defaults of the resolver keys.
+const (
+	DefaultMaxTTLSeconds     = 3600
+	DefaultAskTimeoutSeconds = 30
+	// MaxAskTimeoutSeconds bounds network.ask_timeout_seconds: a query
+	// held longer has long been given up by any DNS client.
+	MaxAskTimeoutSeconds = 600
+)
 
 // NetRule is one allow entry: either an address prefix or a hostname
 // pattern ("example.com", "*.example.com" = one label, "**.example.com" =

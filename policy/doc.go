@@ -52,7 +52,9 @@
 //	              protected_subpaths, protect_git, deny_read, network (bool
 //	              shorthand for network.policy), excluded_commands,
 //	              allow_unsandboxed_commands
-//	[network]     policy, allow, loopback, allow_unix_sockets, min_ttl_seconds
+//	[network]     policy, allow, loopback, allow_unix_sockets, min_ttl_seconds,
+//	              max_ttl_seconds, unknown_hosts ("deny" | "ask"),
+//	              ask_timeout_seconds (1..600)
 //	[env]         passthrough, scrub
 //	[limits]      pids_max, memory_max ("2G" or bytes)
 //	[audit]       path
@@ -62,6 +64,18 @@
 //
 // Unknown keys are errors. `oxsupervise policy show` prints every key with
 // the file:line:col or flag that set it.
+//
+// # Resolver keys
+//
+// An address the session's DNS resolver answers for an allowed name stays
+// admitted for the answer's TTL, at least min_ttl_seconds (30) and at most
+// max_ttl_seconds (3600; 0 = no cap; the cap wins when the two disagree),
+// so that an answer with a week-long TTL does not keep an address open for
+// a week. unknown_hosts = "ask" (default "deny") holds a lookup of a name no
+// allow entry matches for up to ask_timeout_seconds (30) while the daemon
+// asks for an approval (docs/daemon.md); without a daemon such lookups are
+// refused at once. Under a managed lock, lower layers may only lower the
+// numbers and only move unknown_hosts from ask to deny.
 //
 // # Permission rules
 //

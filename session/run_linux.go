@@ -53,6 +53,11 @@ type RunOptions struct {
 	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
 	// after the launcher's mount namespace is built and before it execs.
 	Layers []SessionLayer
+	// OnStart, when set, is called once with the session's identity after
+	// its cgroup exists and the layers applied before the launch are in
+	// place, and before the command's first instruction: how a
+	// supervisor (the daemon) learns the id of the session it waits for.
+	OnStart func(SessionInfo)
 }
 
 // Plan is the set of layers a session gets, decided before anything is
@@ -266,6 +271,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
+	}
+	if opts.OnStart != nil {
+		opts.OnStart(info)
 	}
 	// Gated layers are applied at the launcher's exec gate, after its
 	// mounts and before anything of the command runs.

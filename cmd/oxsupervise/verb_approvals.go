@@ -48,10 +48,14 @@ func cmdApprovals(ctx context.Context, s streams, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSESSION\tUID\tEXPIRES\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tKIND\tSESSION\tUID\tEXPIRES\tREQUEST")
 	for _, a := range list {
+		what := strings.Join(a.Command, " ")
+		if a.Host != "" {
+			what = "DNS lookup of " + a.Host
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.Kind, a.Session, a.UID,
-			time.Until(a.Expires).Round(time.Second), strings.Join(a.Command, " "))
+			time.Until(a.Expires).Round(time.Second), what)
 	}
 	tw.Flush()
 	return exitOK

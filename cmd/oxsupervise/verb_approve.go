@@ -12,7 +12,7 @@ import (
 func cmdApprove(ctx context.Context, s streams, args []string) int {
 	fs := pflag.NewFlagSet("approve", pflag.ContinueOnError)
 	once := fs.Bool("once", false, "approve this request only")
-	always := fs.Bool("always", false, "approve, and remember the command pattern in <workspace>/.openoxide/approvals.toml")
+	always := fs.Bool("always", false, "approve, and remember the command pattern or host name in <workspace>/.openoxide/approvals.toml")
 	reject := fs.Bool("reject", false, "refuse the request")
 	socket := fs.String("socket", defaultSocket(), "daemon socket")
 	fs.Usage = func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -20,8 +21,10 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 	pf := policy.RegisterFlags(fs)
 	pid := fs.Int("pid", 0, "process to confine, with all its descendants")
 	allowOther := fs.Bool("allow-other-user", false, "as root: confine a process that belongs to another user")
+	socket := fs.String("socket", defaultSocket(), "daemon socket (used when the caller is not root and the daemon answers)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise attach --pid N [policy flags] [--allow-other-user]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise attach --pid N [policy flags] [--allow-other-user] [--socket PATH]")
+		fmt.Fprintln(fs.Output(), "\nAs root, attach holds the session in the foreground until its last process exits.\nOtherwise the daemon attaches a process of yours, keeps the session, and attach prints its id and returns.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "attach", args); done {
@@ -35,8 +38,15 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise attach: --pid is required")
 		return exitUsage
 	}
+	if *pid <= 0 {
+		fmt.Fprintf(s.err, "oxsupervise attach: --pid %d is not a process id\n", *pid)
+		return exitUsage
+	}
+	if useDaemon(*socket) {
+		return attachThroughDaemon(ctx, s, *socket, *pid, pf, *allowOther)
+	}
 	if os.Geteuid() != 0 {
-		fmt.Fprintln(s.err, "oxsupervise attach: boundary not built: standalone attach needs root (run it with sudo)")
+		fmt.Fprintln(s.err, "oxsupervise attach: boundary not built: standalone attach needs root (run it with sudo, or start the daemon: oxsupervise daemon)")
 		return exitNoBoundary
 	}
 	caller := os.Getuid()
@@ -88,5 +98,39 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 	}
 	fmt.Fprintln(s.out, e.ID)
 	layers.holdAttached(ctx, s.err, e, cgroup.Config{}, session.Registry{})
+	return exitOK
+}
+
+// attachThroughDaemon asks the daemon to confine pid, one of the caller's
+// processes; the daemon keeps the session after the request.
+func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int, pf *policy.Flags, allowOther bool) int {
+	if allowOther {
+		fmt.Fprintln(s.err, "oxsupervise attach: --allow-other-user needs a standalone attach as root; through the daemon you attach your own processes")
+		return exitUsage
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise attach: current directory: %v\n", err)
+		return exitFail
+	}
+	req, err := daemon.RequestFlags(pf, cwd)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
+		return exitUsage
+	}
+	res, err := (&daemon.Client{Socket: socket}).Attach(ctx, daemon.AttachRequest{PID: pid, Dir: cwd, Policy: req})
+	if err != nil {
+		code := daemonExit(err)
+		if code == exitNoBoundary {
+			fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
+		} else {
+			fmt.Fprintf(s.err, "oxsupervise attach: %v; nothing was moved\n", err)
+		}
+		return code
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(s.err, w)
+	}
+	fmt.Fprintln(s.out, res.Session.ID)
 	return exitOK
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/daemon"
 )
 
 func cmdAudit(ctx context.Context, s streams, args []string) int {
@@ -40,6 +41,7 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 	since := fs.String("since", "", "only records newer than DURATION ago (e.g. 10m) or an RFC 3339 time; also reads rotated files")
 	asJSON := fs.Bool("json", false, "print the records' JSON lines instead of aligned columns")
 	logPath := fs.String("audit-log", audit.DefaultPath, "audit log to read")
+	socket := fs.String("socket", defaultSocket(), "daemon socket: a user who is not root and gives no --audit-log reads their own sessions' records through the daemon")
 	// Usage is only printed for --help (ContinueOnError), so it goes to
 	// stdout like any requested output.
 	fs.Usage = func() {
@@ -75,18 +77,22 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 		}
 		filter.Since = t
 	}
+	human := audit.HumanOptions{Colour: !*asJSON && isTerminal(s.out), Location: time.Local}
+	if !fs.Changed("audit-log") && os.Geteuid() != 0 && daemon.Available(*socket) {
+		q := daemon.AuditQuery{Follow: *follow, Session: filter.Session, PID: filter.PID, Op: filter.Op, Since: filter.Since}
+		return auditTailDaemon(ctx, s, *socket, q, *asJSON, human)
+	}
 	f, err := os.Open(*logPath)
 	if err != nil {
 		hint := ""
 		if errors.Is(err, os.ErrPermission) {
-			hint = " (the audit log is readable by root only: try sudo)"
+			hint = " (the audit log is readable by root only: try sudo, or start the daemon to read your own sessions' records)"
 		}
 		fmt.Fprintf(s.err, "oxsupervise audit tail: cannot read the audit log: %v%s\n", err, hint)
 		return exitFail
 	}
 	f.Close()
 
-	human := audit.HumanOptions{Colour: !*asJSON && isTerminal(s.out), Location: time.Local}
 	opts := audit.TailOptions{
 		Follow:  *follow,
 		History: !*follow || *since != "",

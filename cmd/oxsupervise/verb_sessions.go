@@ -3,22 +3,51 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/session"
 )
+
+// useDaemon reports whether a verb that acts on sessions goes through the
+// daemon: the caller is not root (root acts directly, as a standalone
+// supervisor does) and a daemon answers on socket. The daemon then
+// decides what the caller may see and do, by its kernel-reported uid.
+func useDaemon(socket string) bool {
+	return os.Geteuid() != 0 && daemon.Available(socket)
+}
+
+// daemonExit maps a daemon refusal to the verb's exit status: requests
+// the daemon found invalid are usage errors, a boundary it could not build
+// is 125, everything else (forbidden, not found, conflict) a failure.
+func daemonExit(err error) int {
+	var de *daemon.Error
+	if errors.As(err, &de) {
+		switch de.Code {
+		case "bad_request", "unknown_field", "policy", "too_large":
+			return exitUsage
+		case "boundary":
+			return exitNoBoundary
+		}
+	}
+	return exitFail
+}
 
 func cmdSessions(ctx context.Context, s streams, args []string) int {
 	fs := pflag.NewFlagSet("sessions", pflag.ContinueOnError)
 	fs.SetOutput(s.err)
 	asJSON := fs.Bool("json", false, "print JSON")
+	socket := fs.String("socket", defaultSocket(), "daemon socket (used when the caller is not root and the daemon answers)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise sessions [--json]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise sessions [--json] [--socket PATH]")
+		fmt.Fprintln(fs.Output(), "\nAs root: every session on this machine. Otherwise, through the daemon: your own sessions.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "sessions", args); done {
@@ -28,7 +57,13 @@ func cmdSessions(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.err, "oxsupervise sessions: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	list, err := session.List(cgroup.Config{}, session.Registry{})
+	var list []session.Status
+	var err error
+	if useDaemon(*socket) {
+		list, err = (&daemon.Client{Socket: *socket}).Sessions(ctx)
+	} else {
+		list, err = session.List(cgroup.Config{}, session.Registry{})
+	}
 	if err != nil && list == nil {
 		fmt.Fprintf(s.err, "oxsupervise sessions: %v\n", err)
 		return exitFail
