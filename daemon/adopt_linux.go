@@ -15,6 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -181,6 +184,7 @@ func (s *Server) adopt(ctx context.Context) []string {
 			}
 		}
 	}
+	notes = append(notes, s.retirePinned(ctx)...)
 	for _, en := range s.opts.Enforcers {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := en.Adopt(actx, s.pinDir(), alive); err != nil {
@@ -188,9 +192,9 @@ func (s *Server) adopt(ctx context.Context) []string {
 		}
 		cancel()
 	}
-	if len(s.opts.Enforcers) == 0 {
+	if len(s.opts.Enforcers) == 0 && s.enf.pinErr != nil {
 		if _, err := os.Stat(s.pinDir()); err == nil {
-			notes = append(notes, fmt.Sprintf("adopt: %s exists but this build has no pinned enforcer to adopt it", s.pinDir()))
+			notes = append(notes, fmt.Sprintf("adopt: %s exists but this daemon cannot pin (%v): whatever is pinned there is left alone", s.pinDir(), s.enf.pinErr))
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			notes = append(notes, fmt.Sprintf("adopt: %s: %v", s.pinDir(), err))
 		}
@@ -229,4 +233,115 @@ func (s *Server) layers(extra ...session.SessionLayer) []session.SessionLayer {
 		out = append(out, en.Layer())
 	}
 	return append(out, extra...)
+}
+
+// retirePinned retires the pinned generations earlier daemons left, once
+// the adopted sessions hold their rules in this daemon's generation (adopt
+// applied them again). Until then both generations are attached, and a
+// hook refuses when either does, so no session is unconfined in between.
+// A session that is still alive and was confined by an old generation but
+// holds no rules in the new one (its saved policy was unreadable, or this
+// daemon cannot build the layer) is stopped first: retiring would
+// otherwise leave it unconfined. A generation whose session map cannot be
+// read is kept, and said so: nobody can tell which sessions it confines.
+// Entries of sessions whose group is gone go away with their generation.
+func (s *Server) retirePinned(ctx context.Context) []string {
+	var notes []string
+	live := map[uint64]string{}
+	// Without a complete list of the live sessions, retiring could drop
+	// the rules of one that is not on it: keep every older generation.
+	var listErr error
+	if len(s.enf.pins) > 0 {
+		var ids []string
+		ids, listErr = cgroup.ListSessions(s.opts.Cgroup)
+		for _, id := range ids {
+			g, err := cgroup.OpenSession(s.opts.Cgroup, id)
+			if err != nil {
+				listErr = errors.Join(listErr, err)
+				continue
+			}
+			live[g.CgroupID] = id
+		}
+	}
+	if s.enf.pinErr == nil {
+		for _, spec := range []pinSpec{fsPins(), netPins()} {
+			if s.enf.pinnedSet(spec.layer) != nil {
+				continue
+			}
+			// This daemon has no such layer pinned: what earlier daemons
+			// pinned is the only thing confining their sessions.
+			gens, _ := loader.PinSet{Dir: filepath.Join(s.pinDir(), spec.set)}.Generations()
+			for _, g := range gens {
+				notes = append(notes, fmt.Sprintf("pins: %s: KEPT generation %s: this daemon has no pinned %s layer to take over its sessions", spec.layer, g.Dir, spec.layer))
+			}
+		}
+	}
+	for _, p := range s.enf.pins {
+		if len(p.old) == 0 {
+			continue
+		}
+		if listErr != nil {
+			notes = append(notes, fmt.Sprintf("pins: %s: KEPT %d older generations: cannot tell which sessions are alive: %v", p.spec.layer, len(p.old), listErr))
+			continue
+		}
+		current, err := p.gen.SessionKeys(p.spec.sessionsMap)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("pins: %s: kept %d older generations: %v", p.spec.layer, len(p.old), err))
+			continue
+		}
+		held := map[uint64]bool{}
+		for _, k := range current {
+			held[k] = true
+		}
+		for _, g := range p.old {
+			keys, err := g.SessionKeys(p.spec.sessionsMap)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("pins: %s: KEPT generation %s, which cannot tell which sessions it confines (%v); remove it once they ended", p.spec.layer, g.Dir, err))
+				continue
+			}
+			for _, k := range keys {
+				id, alive := live[k]
+				if !alive || held[k] {
+					continue
+				}
+				s.enf.release(ctx, k)
+				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, id)
+				s.forget(id)
+				delete(live, k)
+				s.zl.Error().Str("session", id).Str("layer", p.spec.layer).
+					Msg("stopped the session: the previous daemon's pinned rules confined it, and they could not be applied again; it would otherwise run without them")
+				notes = append(notes, fmt.Sprintf("pins: STOPPED session %s: its %s rules could not be applied again", id, p.spec.layer))
+			}
+			s.reportUnaudited(p.spec, g)
+			if err := g.Remove(); err != nil {
+				notes = append(notes, fmt.Sprintf("pins: %s: %v", p.spec.layer, err))
+				continue
+			}
+			notes = append(notes, fmt.Sprintf("pins: %s: retired generation %s (%d session entries) after adoption", p.spec.layer, g.Dir, len(keys)))
+		}
+	}
+	return notes
+}
+
+// reportUnaudited writes one audit record for the refusals g's programs
+// reported while no daemon read them (after a crash or kill -9): they were
+// enforced, but nobody can say more about them than how many there were.
+func (s *Server) reportUnaudited(spec pinSpec, g loader.Generation) {
+	n, err := g.DrainEvents(spec.events)
+	if err != nil {
+		s.zl.Warn().Str("layer", spec.layer).Err(err).Msg("refusals of the previous daemon's programs not counted")
+		return
+	}
+	if n == 0 || s.sink == nil {
+		return
+	}
+	s.zl.Warn().Str("layer", spec.layer).Uint64("refusals", n).
+		Msg("refusals enforced by the pinned programs while no daemon read them are not audited individually")
+	r := &audit.Record{
+		Message: fmt.Sprintf("%d %s refusals were enforced by the pinned programs while no daemon read them and are not audited individually", n, spec.layer),
+		Ox:      audit.Ox{Kind: audit.KindEventsLost, Layer: spec.audit, EventsLost: n},
+	}
+	if err := s.sink.Write(r); err != nil {
+		s.zl.Warn().Err(err).Msg("audit record of unaudited refusals lost")
+	}
 }

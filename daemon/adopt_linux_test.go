@@ -5,13 +5,18 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -111,5 +116,160 @@ func TestAdoptOnStart(t *testing.T) {
 	}
 	if !strings.Contains(w.log.String(), "s-unrec0000001 has 1 processes but no record") {
 		t.Errorf("daemon log does not report the unrecorded group:\n%s", w.log.String())
+	}
+}
+
+// A graceful stop (SIGTERM, systemctl stop) with no session left removes
+// the daemon's pins; with an attach session left it keeps them, so the
+// session stays confined, and the next daemon adopts it into its own
+// generation and retires the kept one.
+func TestDaemonStopPins(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	usePinDir(t, w)
+
+	w.start(t)
+	if gens, _ := pinnedSessions(t, w, "net", "net_sessions"); len(gens) != 1 {
+		t.Fatalf("running daemon: pinned generations %+v, want one", gens)
+	}
+	w.stop()
+	if _, err := os.Stat(w.opts.PinDir); !errors.Is(err, os.ErrNotExist) {
+		entries, _ := os.ReadDir(filepath.Join(w.opts.PinDir, "net"))
+		t.Fatalf("stopped with no session: pin directory kept (%v): %v", err, entries)
+	}
+
+	w.start(t)
+	sleeper := execCommand("sleep", "60")
+	sleeper.SysProcAttr.Credential = credentialFor(nobody)
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(sleeper.Process.Pid), "none", "-")
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d %s", res.code, res.stderr)
+	}
+	var ar AttachResult
+	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
+		t.Fatalf("attach answer %q: %v", res.stdout, err)
+	}
+	g, err := cgroup.OpenSession(w.opts.Cgroup, ar.Session.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+	gens, keys := pinnedSessions(t, w, "net", "net_sessions")
+	if len(gens) != 1 || !slices.Contains(keys, g.CgroupID) {
+		t.Fatalf("stopped with an attach session: generations %+v with sessions %v, want one holding cgroup %d", gens, keys, g.CgroupID)
+	}
+	if !strings.Contains(w.log.String(), "attach sessions stay confined by the pinned programs") {
+		t.Errorf("the stopping daemon did not say the session stays confined:\n%s", w.log.String())
+	}
+
+	w.start(t)
+	if !strings.Contains(w.log.String(), "retired generation "+gens[0].Dir) {
+		t.Fatalf("the next daemon did not retire the kept generation:\n%s", w.log.String())
+	}
+	gens2, keys2 := pinnedSessions(t, w, "net", "net_sessions")
+	if len(gens2) != 1 || gens2[0].N != gens[0].N+1 || !slices.Contains(keys2, g.CgroupID) {
+		t.Fatalf("after adoption: generations %+v with sessions %v, want generation %d holding cgroup %d", gens2, keys2, gens[0].N+1, g.CgroupID)
+	}
+	if res := w.runHelper(t, nobody, w.ws, nil, "stop", ar.Session.ID); res.code != 0 {
+		t.Fatalf("stop the adopted session: %s", res.stderr)
+	}
+	// The daemon releases a session's rules once its group is gone.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, keys := pinnedSessions(t, w, "net", "net_sessions")
+		if !slices.Contains(keys, g.CgroupID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stopped session's entry (cgroup %d) still pinned: %v", g.CgroupID, keys)
+		}
+	}
+	w.stop()
+	if _, err := os.Stat(w.opts.PinDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stopped after the last session ended: pin directory kept (%v)", err)
+	}
+}
+
+// A session the previous daemon's pinned rules confined, whose rules the
+// next daemon cannot apply again (here: its saved policy is gone), is
+// stopped before the old generation is retired, rather than left running
+// unconfined.
+func TestDaemonStopsSessionItCannotReconfine(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	usePinDir(t, w)
+	w.start(t)
+	sleeper := execCommand("sleep", "60")
+	sleeper.SysProcAttr.Credential = credentialFor(nobody)
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(sleeper.Process.Pid), "none", "-")
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d %s", res.code, res.stderr)
+	}
+	var ar AttachResult
+	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
+		t.Fatalf("attach answer %q: %v", res.stdout, err)
+	}
+	w.stop()
+	gens, _ := pinnedSessions(t, w, "net", "net_sessions")
+	if len(gens) != 1 {
+		t.Fatalf("stopped with an attach session: generations %+v, want one", gens)
+	}
+	if err := os.Remove(filepath.Join(w.opts.StateDir, ar.Session.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+
+	w.start(t)
+	if !strings.Contains(w.log.String(), "pins: STOPPED session "+ar.Session.ID) {
+		t.Fatalf("the session the new daemon cannot confine was not stopped:\n%s", w.log.String())
+	}
+	if st, err := sleeper.Process.Wait(); err != nil || st.Success() {
+		t.Fatalf("the unconfinable session's process: %v %v, want killed", st, err)
+	}
+	if ids, _ := cgroupSessions(w); slices.Contains(ids, ar.Session.ID) {
+		t.Fatalf("its group is left: %v", ids)
+	}
+	if gens2, _ := pinnedSessions(t, w, "net", "net_sessions"); len(gens2) != 1 || gens2[0].N == gens[0].N {
+		t.Fatalf("generations after the restart %+v, want only a new one", gens2)
+	}
+}
+
+// A pinned generation the daemon cannot read (here a session map with
+// keys that are not cgroup ids, as an incompatible older version might
+// leave) is kept and reported, never retired blindly: nobody can tell
+// which sessions it confines.
+func TestDaemonKeepsUnreadableGeneration(t *testing.T) {
+	w := newWorld(t)
+	requireSockAddr(t, w)
+	usePinDir(t, w)
+	old := loader.PinSet{Dir: filepath.Join(w.opts.PinDir, "net")}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "net_sessions", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := os.MkdirAll(filepath.Join(old.Dir, "gen-7", "maps"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin(filepath.Join(old.Dir, "gen-7", "maps", "net_sessions")); err != nil {
+		t.Fatal(err)
+	}
+	w.start(t)
+	if !strings.Contains(w.log.String(), "KEPT generation "+filepath.Join(old.Dir, "gen-7")) {
+		t.Fatalf("the unreadable generation was not reported as kept:\n%s", w.log.String())
+	}
+	gens, err := old.Generations()
+	if err != nil || len(gens) != 2 || gens[0].N != 7 || gens[1].N != 8 {
+		t.Fatalf("generations %+v (%v), want the kept 7 and the daemon's 8", gens, err)
+	}
+	w.stop()
+	if gens, _ := old.Generations(); len(gens) != 1 || gens[0].N != 7 {
+		t.Fatalf("after a stop with no session: generations %+v, want only the kept 7", gens)
 	}
 }

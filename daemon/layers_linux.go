@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
@@ -39,19 +40,36 @@ type enforcement struct {
 	// outlives the request), so the daemon removes them when the session
 	// ends.
 	attached map[uint64][]teardown
+
+	// pins are the pinned generations of the layers this daemon built
+	// (see pinned), pinErr why nothing could be pinned.
+	pins   []*pinnedSet
+	pinErr error
 }
 
 // buildEnforcement builds the layers. It never fails: a layer that cannot
 // be built is logged at error level and left out.
 func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcement {
 	e := &enforcement{attached: map[uint64][]teardown{}}
+	pinDir := opts.PinDir
+	if pinDir == "" {
+		pinDir = DefaultPinDir
+	}
+	e.pinErr = loader.EnsurePinDir(pinDir)
+	if e.pinErr != nil {
+		zl.Error().Err(e.pinErr).Str("pin_dir", pinDir).
+			Msg("enforcement is NOT pinned: a crash or kill -9 of the daemon leaves attach sessions without their BPF rules until the next start applies them again")
+	}
 	switch {
 	case opts.Unavailable[session.LayerNetwork]:
 		e.netErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
 	default:
 		parent, err := cgroup.ParentDir(opts.Cgroup)
 		if err == nil {
-			e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Warn: warn})
+			err = e.pinned(pinDir, netPins(), zl, func() (err error) {
+				e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Warn: warn})
+				return err
+			})
 		}
 		e.netErr = err
 	}
@@ -67,8 +85,11 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	default:
 		e.fsErr = loader.ProbeBPFLSM()
 		if e.fsErr == nil {
-			var err error
-			if e.fs, err = session.NewFSLayer(session.FSConfig{Warn: warn}); err != nil {
+			err := e.pinned(pinDir, fsPins(), zl, func() (err error) {
+				e.fs, err = session.NewFSLayer(session.FSConfig{Warn: warn})
+				return err
+			})
+			if err != nil {
 				e.fsErr = fmt.Errorf("BPF-LSM is usable but the filesystem programs did not load: %w", err)
 			}
 		}
@@ -194,14 +215,45 @@ func (e *enforcement) holding() int {
 	return len(e.attached)
 }
 
-// close detaches every layer. Sessions still running lose those rules.
-func (e *enforcement) close() error {
+// close ends the layers as the daemon stops. Attach sessions still
+// running keep the rules of every pinned layer: its generation stays
+// pinned (the programs stay attached, the session entries stay in their
+// maps) for the next daemon to adopt, exactly as after a kill -9. A layer
+// that is not pinned is closed and its sessions lose those rules, which
+// is logged at error level. With no attach session left every layer is
+// closed and its pins are removed.
+func (e *enforcement) close(zl zerolog.Logger) error {
+	n := e.holding()
 	var errs []error
+	kept := false
+	closeLayer := func(name string, close func() error) {
+		p := e.pinnedSet(name)
+		if n > 0 && p != nil {
+			zl.Info().Str("layer", name).Int("sessions", n).Str("pins", p.gen.Dir).
+				Msg("attach sessions stay confined by the pinned programs; the next daemon start adopts them")
+			kept = true
+			return
+		}
+		if n > 0 {
+			zl.Error().Str("layer", name).Int("sessions", n).
+				Msg("attach sessions keep running WITHOUT these rules (the layer is not pinned) until the next daemon start adopts them and applies the rules again")
+		}
+		errs = append(errs, close())
+		if p != nil {
+			errs = append(errs, p.gen.Remove())
+			p.removeSetDir()
+		}
+	}
 	if e.fs != nil {
-		errs = append(errs, e.fs.Close())
+		closeLayer(session.LayerBPFLSM, e.fs.Close)
 	}
 	if e.net != nil {
-		errs = append(errs, e.net.Close())
+		closeLayer(session.LayerNetwork, e.net.Close)
+	}
+	if !kept && len(e.pins) > 0 {
+		// Empty now, unless generations this daemon could not retire
+		// are left: those keep enforcing.
+		os.Remove(filepath.Dir(e.pins[0].set.Dir))
 	}
 	return errors.Join(errs...)
 }
@@ -293,3 +345,84 @@ func (s *Server) reapply(ctx context.Context, st session.Status, c *policy.Compi
 	go s.watchAttached(st.ID, g.CgroupID)
 	return nil
 }
+
+// pinSpec names a layer's pinned set, the map whose keys are the cgroup
+// ids of the sessions the layer confines, the ring buffer its programs
+// report refusals in and the layer their audit records name.
+type pinSpec struct {
+	layer, set, sessionsMap, events string
+	audit                           audit.Layer
+}
+
+func fsPins() pinSpec {
+	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", events: "fs_events", audit: audit.LayerBPFLSM}
+}
+
+func netPins() pinSpec {
+	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", events: "net_events", audit: audit.LayerCgroup}
+}
+
+// pinnedSet is one layer's objects pinned by this daemon (gen) and the
+// generations earlier daemons left (old), which keep enforcing until
+// retirePinned has checked that every surviving session holds its rules
+// in gen.
+type pinnedSet struct {
+	spec pinSpec
+	set  loader.PinSet
+	gen  loader.Generation
+	old  []loader.Generation
+}
+
+// pinned runs build, which loads one layer, and pins the links and maps
+// it loaded as a new generation of spec's set. The layers (package
+// session) own their objects and know nothing of pins, so what to pin is
+// told by the BPF descriptors this process gained during build. When
+// pinning is off or fails the layer works unpinned, which is logged at
+// error level: it enforces as long as the daemon lives.
+func (e *enforcement) pinned(pinDir string, spec pinSpec, zl zerolog.Logger, build func() error) error {
+	if e.pinErr != nil {
+		return build()
+	}
+	set := loader.PinSet{Dir: filepath.Join(pinDir, spec.set)}
+	old, listErr := set.Generations()
+	before, heldErr := loader.Held()
+	if err := build(); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		zl.Error().Str("layer", spec.layer).Err(err).
+			Msg("layer NOT pinned: a crash or kill -9 of the daemon takes its rules away from attach sessions until the next start")
+		return nil
+	}
+	if err := errors.Join(listErr, heldErr); err != nil {
+		return fail(err)
+	}
+	after, err := loader.Held()
+	if err != nil {
+		return fail(err)
+	}
+	objs := after.Since(before)
+	if len(objs.Links) == 0 {
+		return fail(errors.New("the layer holds no BPF link of its own to pin"))
+	}
+	gen, err := set.Pin(objs)
+	if err != nil {
+		return fail(err)
+	}
+	e.pins = append(e.pins, &pinnedSet{spec: spec, set: set, gen: gen, old: old})
+	zl.Info().Str("layer", spec.layer).Str("pins", gen.Dir).Int("links", len(objs.Links)).Int("maps", len(objs.Maps)).
+		Int("older_generations", len(old)).Msg("layer pinned")
+	return nil
+}
+
+func (e *enforcement) pinnedSet(layer string) *pinnedSet {
+	for _, p := range e.pins {
+		if p.spec.layer == layer {
+			return p
+		}
+	}
+	return nil
+}
+
+// removeSetDir removes the set's directory if no generation is left.
+func (p *pinnedSet) removeSetDir() { os.Remove(p.set.Dir) }

@@ -1,0 +1,416 @@
+//go:build linux
+
+package loader
+
+// Pinning keeps BPF programs enforcing after the process that loaded them
+// is gone (DESIGN §1: the daemon's sessions stay confined across a crash,
+// kill -9 or upgrade of the daemon). A link pinned in bpffs stays attached
+// until its pin is removed and no descriptor holds it; the maps it uses
+// live as long as its program.
+//
+// Layout below a pin directory (0700, root):
+//
+//	<dir>/<set>/gen-<N>/links/<program name>
+//	<dir>/<set>/gen-<N>/maps/<map name>
+//
+// set is one group of objects loaded together ("fs", "net"). Every start
+// of the daemon pins what it loaded as a new generation N, larger than any
+// left behind. Older generations keep enforcing until the new one holds
+// every surviving session's rules; then they are retired. Two generations
+// attached at once only add refusals: an LSM hook refuses when any program
+// does, a cgroup hook when any program in the chain does.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// BPFFSMount is where bpffs is mounted by convention.
+const BPFFSMount = "/sys/fs/bpf"
+
+// EnsurePinDir creates dir (mode 0700) on a bpffs mount. When dir lies
+// below BPFFSMount and nothing is mounted there, it mounts bpffs there
+// first, as systemd does at boot. Any other directory must already be on
+// a bpffs mount: pins in a plain directory would keep nothing alive.
+func EnsurePinDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("pin directory %q: not an absolute path", dir)
+	}
+	dir = filepath.Clean(dir)
+	mnt, fstype, err := mountOf(dir)
+	if err != nil {
+		return fmt.Errorf("pin directory %s: %w", dir, err)
+	}
+	if fstype != "bpf" && (dir == BPFFSMount || strings.HasPrefix(dir, BPFFSMount+"/")) && mnt != BPFFSMount {
+		if err := unix.Mount("bpf", BPFFSMount, "bpf", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700"); err != nil {
+			return fmt.Errorf("pin directory %s: mount bpffs on %s: %w", dir, BPFFSMount, err)
+		}
+		if mnt, fstype, err = mountOf(dir); err != nil {
+			return fmt.Errorf("pin directory %s: %w", dir, err)
+		}
+	}
+	if fstype != "bpf" {
+		return fmt.Errorf("pin directory %s is on %s (%s), not on a bpffs mount: mount one (mount -t bpf bpf %s) or choose a directory on one", dir, mnt, fstype, BPFFSMount)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pin directory %s: %w", dir, err)
+	}
+	// MkdirAll keeps the mode of a directory that exists: pins are root's
+	// alone (a user who could unlink them could end enforcement once no
+	// process holds the links).
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("pin directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mountOf returns the mount point that holds path and its filesystem
+// type, from /proc/self/mountinfo (the last mount of the longest matching
+// mount point is the visible one).
+func mountOf(path string) (mountPoint, fstype string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != "/" && path != mp && !strings.HasPrefix(path, mp+"/") {
+			continue
+		}
+		if len(mp) >= len(mountPoint) {
+			mountPoint, fstype = mp, fields[sep+1]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
+	}
+	if mountPoint == "" {
+		return "", "", errors.New("no mount holds it in /proc/self/mountinfo")
+	}
+	return mountPoint, fstype, nil
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// HeldObjects are the BPF links and maps a process holds descriptors of,
+// by kernel id.
+type HeldObjects struct {
+	Links map[link.ID]bool
+	Maps  map[ebpf.MapID]bool
+}
+
+// Held lists the BPF links and maps this process holds descriptors of
+// (/proc/self/fdinfo). Comparing two calls tells which objects a piece of
+// code loaded in between, without that code knowing about pins.
+func Held() (HeldObjects, error) {
+	h := HeldObjects{Links: map[link.ID]bool{}, Maps: map[ebpf.MapID]bool{}}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return h, fmt.Errorf("list own descriptors: %w", err)
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		var key string
+		switch target {
+		case "anon_inode:bpf_link":
+			key = "link_id:"
+		case "anon_inode:bpf-map":
+			key = "map_id:"
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			v, ok := strings.CutPrefix(line, key)
+			if !ok {
+				continue
+			}
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return h, fmt.Errorf("fdinfo of descriptor %s: %q: %w", fd.Name(), line, err)
+			}
+			if key == "link_id:" {
+				h.Links[link.ID(id)] = true
+			} else {
+				h.Maps[ebpf.MapID(id)] = true
+			}
+		}
+	}
+	return h, nil
+}
+
+// Since returns the objects in h that were not in before.
+func (h HeldObjects) Since(before HeldObjects) HeldObjects {
+	out := HeldObjects{Links: map[link.ID]bool{}, Maps: map[ebpf.MapID]bool{}}
+	for id := range h.Links {
+		if !before.Links[id] {
+			out.Links[id] = true
+		}
+	}
+	for id := range h.Maps {
+		if !before.Maps[id] {
+			out.Maps[id] = true
+		}
+	}
+	return out
+}
+
+// PinSet is one group of objects loaded together, below a pin directory.
+type PinSet struct {
+	Dir string // <pin dir>/<set>
+}
+
+// Generation is one daemon start's pinned objects of a set.
+type Generation struct {
+	Dir string
+	N   uint64
+}
+
+const genPrefix = "gen-"
+
+// Generations lists the set's generations, oldest first.
+func (s PinSet) Generations() ([]Generation, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list pinned generations: %w", err)
+	}
+	var gens []Generation
+	for _, e := range entries {
+		v, ok := strings.CutPrefix(e.Name(), genPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		gens = append(gens, Generation{Dir: filepath.Join(s.Dir, e.Name()), N: n})
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i].N < gens[j].N })
+	return gens, nil
+}
+
+// Pin pins objs as a new generation, numbered after every existing one.
+// On error nothing of the new generation stays pinned.
+func (s PinSet) Pin(objs HeldObjects) (Generation, error) {
+	gens, err := s.Generations()
+	if err != nil {
+		return Generation{}, err
+	}
+	var n uint64 = 1
+	if len(gens) > 0 {
+		n = gens[len(gens)-1].N + 1
+	}
+	g := Generation{Dir: filepath.Join(s.Dir, genPrefix+strconv.FormatUint(n, 10)), N: n}
+	for _, sub := range []string{"links", "maps"} {
+		if err := os.MkdirAll(filepath.Join(g.Dir, sub), 0o700); err != nil {
+			return Generation{}, fmt.Errorf("pinned generation %s: %w", g.Dir, err)
+		}
+	}
+	if err := g.pin(objs); err != nil {
+		return Generation{}, errors.Join(err, g.Remove())
+	}
+	return g, nil
+}
+
+func (g Generation) pin(objs HeldObjects) error {
+	for id := range objs.Maps {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			return fmt.Errorf("open map %d to pin it: %w", id, err)
+		}
+		name := "map"
+		if info, err := m.Info(); err == nil && info.Name != "" {
+			name = info.Name
+		}
+		if strings.HasPrefix(name, ".") {
+			// The programs' global data (.bss, .rodata): nothing outside
+			// them reads it, their programs keep it alive, and Linux 6.1
+			// refuses to pin an mmapable .bss (EPERM).
+			m.Close()
+			continue
+		}
+		err = m.Pin(uniquePath(filepath.Join(g.Dir, "maps"), name, uint32(id)))
+		m.Close()
+		if err != nil {
+			return fmt.Errorf("pin map %s (%d): %w", name, id, err)
+		}
+	}
+	for id := range objs.Links {
+		l, err := link.NewFromID(id)
+		if err != nil {
+			return fmt.Errorf("open link %d to pin it: %w", id, err)
+		}
+		name := "link"
+		if info, err := l.Info(); err == nil {
+			if p, err := ebpf.NewProgramFromID(info.Program); err == nil {
+				if pi, err := p.Info(); err == nil && pi.Name != "" {
+					name = pi.Name
+				}
+				p.Close()
+			}
+		}
+		err = l.Pin(uniquePath(filepath.Join(g.Dir, "links"), name, uint32(id)))
+		l.Close()
+		if err != nil {
+			return fmt.Errorf("pin link %s (%d): %w", name, id, err)
+		}
+	}
+	return nil
+}
+
+// uniquePath names a pin after its object, with the kernel id added when
+// two objects share a (kernel-truncated) name.
+func uniquePath(dir, name string, id uint32) string {
+	p := filepath.Join(dir, name)
+	if _, err := os.Lstat(p); err == nil {
+		p = fmt.Sprintf("%s.%d", p, id)
+	}
+	return p
+}
+
+// Links names the links pinned in g.
+func (g Generation) Links() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(g.Dir, "links"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+// SessionKeys returns the keys of g's pinned map name, a hash map keyed
+// by a u64 cgroup id (the programs' session maps).
+func (g Generation) SessionKeys(name string) ([]uint64, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(g.Dir, "maps", name), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open pinned map %s of %s: %w", name, g.Dir, err)
+	}
+	defer m.Close()
+	if m.KeySize() != 8 {
+		return nil, fmt.Errorf("pinned map %s of %s has %d-byte keys, not cgroup ids", name, g.Dir, m.KeySize())
+	}
+	var (
+		keys []uint64
+		key  uint64
+	)
+	it := m.Iterate()
+	for it.Next(&key, new([]byte)) {
+		keys = append(keys, key)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read pinned map %s of %s: %w", name, g.Dir, err)
+	}
+	return keys, nil
+}
+
+// DrainEvents reads and discards every record queued in g's pinned ring
+// buffer name and returns how many there were: refusals its programs
+// reported after the process reading them was gone. Only the count is
+// taken, as the record layout is the one of the binary that loaded g.
+func (g Generation) DrainEvents(name string) (uint64, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(g.Dir, "maps", name), nil)
+	if err != nil {
+		return 0, fmt.Errorf("open pinned ring buffer %s of %s: %w", name, g.Dir, err)
+	}
+	defer m.Close()
+	rd, err := ringbuf.NewReader(m)
+	if err != nil {
+		return 0, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
+	}
+	defer rd.Close()
+	rd.SetDeadline(time.Now())
+	var n uint64
+	for {
+		if _, err := rd.Read(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return n, nil
+			}
+			return n, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
+		}
+		n++
+	}
+}
+
+// Remove unpins g: links first (a link no descriptor holds detaches when
+// its last pin goes), then maps, then the directories.
+func (g Generation) Remove() error {
+	var errs []error
+	for _, sub := range []string{"links", "maps"} {
+		dir := filepath.Join(g.Dir, sub)
+		entries, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		for _, e := range entries {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("unpin %s: %w", e.Name(), err))
+			}
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(g.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("retire pinned generation %s: %w", g.Dir, err)
+	}
+	return nil
+}
