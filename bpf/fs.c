@@ -795,7 +795,7 @@ struct task_struct___fs {
 #define TIOCSTI 0x5412
 #define TIOCLINUX 0x541C
 
-static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid)
+static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, __u32 family)
 {
 	__u64 suppressed;
 	if (!flood_admit(cgroup_id, &suppressed))
@@ -816,6 +816,7 @@ static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid)
 	e->errno_ = EPERM;
 	e->kind = FS_KIND_SELF;
 	e->target_pid = target_pid;
+	e->family = family;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 	count_sent(cgroup_id);
@@ -840,7 +841,7 @@ int BPF_PROG(fs_bpf, int cmd, void *attr, unsigned int size, int ret)
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_BPF, 0);
+	return refuse_self(cgroup_id, FS_OP_BPF, 0, 0);
 }
 
 SEC("lsm/ptrace_access_check")
@@ -849,7 +850,7 @@ int BPF_PROG(fs_ptrace_access_check, struct task_struct *child, unsigned int mod
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id) || same_cgroup(child, cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_PTRACE, BPF_CORE_READ((struct task_struct___fs *)child, tgid));
+	return refuse_self(cgroup_id, FS_OP_PTRACE, BPF_CORE_READ((struct task_struct___fs *)child, tgid), 0);
 }
 
 SEC("lsm/task_kill")
@@ -858,7 +859,7 @@ int BPF_PROG(fs_task_kill, struct task_struct *p, void *info, int sig, const str
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id) || same_cgroup(p, cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_KILL, BPF_CORE_READ((struct task_struct___fs *)p, tgid));
+	return refuse_self(cgroup_id, FS_OP_KILL, BPF_CORE_READ((struct task_struct___fs *)p, tgid), 0);
 }
 
 SEC("lsm/file_ioctl")
@@ -867,7 +868,32 @@ int BPF_PROG(fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long a
 	__u64 cgroup_id;
 	if (ret || (cmd != TIOCSTI && cmd != TIOCLINUX) || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0);
+	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0, 0);
+}
+
+/*
+ * Guards socket(2) of families the cgroup network programs cannot see:
+ * AF_PACKET reads and writes raw frames, AF_VSOCK reaches the hypervisor
+ * host, others reach hardware. Where the network policy is not full, only
+ * the families it covers are allowed (AF_UNIX is judged on connect,
+ * AF_NETLINK is how the C library learns the interfaces).
+ */
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define AF_NETLINK 16
+
+SEC("lsm/socket_create")
+int BPF_PROG(fs_socket_create, int family, int type, int protocol, int kern, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || kern || family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK)
+		return ret;
+	cgroup_id = bpf_get_current_cgroup_id();
+	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
+	if (!sess || !(sess->flags & FS_SESSION_INET_ONLY))
+		return 0;
+	return refuse_self(cgroup_id, FS_OP_SOCKET, 0, family);
 }
 
 /* Guards module autoloading (request_module) on the session's behalf. */
@@ -877,7 +903,7 @@ int BPF_PROG(fs_kernel_module_request, char *kmod_name, int ret)
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_MODULE, 0);
+	return refuse_self(cgroup_id, FS_OP_MODULE, 0, 0);
 }
 
 /* Guards finit_module, kexec_file_load, firmware and policy loads from a file. */
@@ -887,7 +913,7 @@ int BPF_PROG(fs_kernel_read_file, struct file *file, int id, bool contents, int 
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0);
+	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0, 0);
 }
 
 /* Guards init_module and kexec_load from a buffer. */
@@ -897,7 +923,7 @@ int BPF_PROG(fs_kernel_load_data, int id, bool contents, int ret)
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0);
+	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0, 0);
 }
 
 /*
@@ -912,7 +938,7 @@ int BPF_PROG(fs_sb_mount, const char *dev_name, const struct path *path, const c
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
 }
 
 SEC("lsm/move_mount")
@@ -921,7 +947,7 @@ int BPF_PROG(fs_move_mount, const struct path *from_path, const struct path *to_
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
 }
 
 SEC("lsm/sb_umount")
@@ -930,7 +956,7 @@ int BPF_PROG(fs_sb_umount, struct vfsmount *mnt, int flags, int ret)
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
 }
 
 SEC("lsm/sb_pivotroot")
@@ -939,5 +965,5 @@ int BPF_PROG(fs_sb_pivotroot, const struct path *old_path, const struct path *ne
 	__u64 cgroup_id;
 	if (ret || !in_session(&cgroup_id))
 		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0);
+	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
 }

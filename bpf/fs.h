@@ -68,6 +68,7 @@ enum fs_op {
 	FS_OP_MODULE = 25,  /* a module autoload request */
 	FS_OP_KERNEL_LOAD = 26, /* a module, firmware, kexec image or policy read by the kernel */
 	FS_OP_UNIX_CONNECT = 27, /* connect/send to a pathname AF_UNIX socket */
+	FS_OP_SOCKET = 28,  /* a socket of a family the network policy does not cover */
 };
 
 /* fs_event.flags */
@@ -94,6 +95,7 @@ struct fs_glob {
 
 /* fs_session.flags */
 #define FS_SESSION_RESTRICTED_READ (1U << 0) /* reads only below readable and writable roots */
+#define FS_SESSION_INET_ONLY (1U << 1)       /* sockets of AF_UNIX, AF_INET, AF_INET6, AF_NETLINK only */
 
 /* fs_sessions value: one per session cgroup id. */
 struct fs_session {
@@ -174,7 +176,7 @@ struct fs_event {
 	__u32 depth;   /* how many levels the walk went up */
 	__u32 flags;   /* FS_EVENT_* */
 	__u16 path_off; /* path[0:path_off] holds the names, leaf first */
-	__u16 _pad;
+	__u16 family;   /* FS_OP_SOCKET: the address family refused */
 	__u32 target_pid; /* FS_OP_PTRACE, FS_OP_KILL: the task reached for */
 	char comm[16];
 	char path[FS_PATH_LEN];

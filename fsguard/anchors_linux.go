@@ -107,8 +107,11 @@ func (g *Guard) kernelIdentities(anchors []kindedAnchor) ([]loader.AnchorID, err
 	return ids, nil
 }
 
-// sessionRestrictedRead is bpf/fs.h's FS_SESSION_RESTRICTED_READ.
-const sessionRestrictedRead = 1 << 0
+// bpf/fs.h's FS_SESSION_* flags.
+const (
+	sessionRestrictedRead = 1 << 0
+	sessionInetOnly       = 1 << 1
+)
 
 // maxSubmounts bounds the mounts added below readable roots.
 const maxSubmounts = 4096

@@ -38,6 +38,7 @@ const (
 	OpModule       Op = 25 // self-protection: a module autoload request
 	OpKernelLoad   Op = 26 // self-protection: a module, firmware, kexec image or policy load
 	OpUnixConnect  Op = 27 // connect or send to a pathname AF_UNIX socket
+	OpSocket       Op = 28 // self-protection: a socket family the network policy does not cover
 )
 
 var opNames = map[Op]string{
@@ -47,6 +48,7 @@ var opNames = map[Op]string{
 	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti", OpReceive: "receive_fd", OpMount: "mount",
 	OpMmap: "mmap_shared_write", OpModule: "module_request", OpKernelLoad: "kernel_load", OpUnixConnect: "unix_connect",
+	OpSocket: "socket",
 }
 
 func (o Op) String() string {
@@ -113,6 +115,8 @@ type Event struct {
 	// TargetPID is the task a self-protection refusal (OpPtrace, OpKill)
 	// protected.
 	TargetPID uint32
+	// Family is the address family of an OpSocket refusal.
+	Family uint16
 	// Suppressed is the session's count of refusals the programs' flood
 	// control did not send, as of this event (it only grows).
 	Suppressed uint64

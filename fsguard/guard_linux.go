@@ -190,6 +190,9 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	if restricted {
 		sess.Flags |= sessionRestrictedRead
 	}
+	if c.Network.Policy != policy.NetFull {
+		sess.Flags |= sessionInetOnly
+	}
 	if err := g.progs.Sessions.Update(cgroupID, sess, ebpf.UpdateNoExist); err != nil {
 		g.removeLocked(s)
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
@@ -287,6 +290,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		buf[i] = byte(raw.Path[i])
 	}
 	e.TargetPID = raw.TargetPid
+	e.Family = raw.Family
 	switch {
 	case e.Kind == KindSelf:
 		// Not about a file: no path.
@@ -325,6 +329,8 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		e.Rule = "AF_UNIX socket outside the writable roots and not in network.allow_unix_sockets"
 	case e.Kind == KindOutside:
 		e.Rule = "no writable root above the entry"
+	case e.Kind == KindSelf && e.Op == OpSocket:
+		e.Rule = fmt.Sprintf("address family %d: outside what the network policy covers (unix, inet, inet6, netlink)", e.Family)
 	case e.Kind == KindSelf:
 		e.Rule = "self-protection: a session may not reach outside itself"
 	case e.Kind == KindDepth:

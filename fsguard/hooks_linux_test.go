@@ -93,9 +93,9 @@ func TestKernelLoadRefused(t *testing.T) {
 	notModule := filepath.Join(ws, "not-a-module.ko")
 	writeFile(t, notModule, "not an ELF module")
 
-	// AF_DECnet (12) has no socket family on current kernels; creating one
-	// makes the kernel request the module net-pf-12, unless it is loaded.
-	const unusedFamily = 12
+	// Netlink protocol 31 is unassigned: opening it makes the kernel
+	// request the module net-pf-16-proto-31.
+	const unusedNetlinkProto = 31
 	modprobe, _ := os.ReadFile("/proc/sys/kernel/modprobe")
 	requests := strings.TrimSpace(string(modprobe)) != ""
 
@@ -107,7 +107,7 @@ func TestKernelLoadRefused(t *testing.T) {
 	}{
 		{"finit_module", "finit-module", []string{notModule}, unix.EPERM, fsguard.OpKernelLoad},
 		{"init_module", "init-module", nil, unix.EPERM, fsguard.OpKernelLoad},
-		{"module autoload", "socket-family", []string{strconv.Itoa(unusedFamily)}, unix.EAFNOSUPPORT, fsguard.OpModule},
+		{"module autoload", "netlink-proto", []string{strconv.Itoa(unusedNetlinkProto)}, unix.EPROTONOSUPPORT, fsguard.OpModule},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,6 +271,67 @@ func TestRestrictedRead(t *testing.T) {
 				if e.Kind != tt.kind || e.Errno != tt.want {
 					t.Fatalf("event %+v: want kind %v errno %v", e, tt.kind, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// Socket families the cgroup network programs cannot see (AF_PACKET raw
+// frames, AF_VSOCK to the hypervisor host) are refused unless the network
+// policy is full; the families it covers work.
+func TestSocketFamilies(t *testing.T) {
+	g := loadGuard(t)
+	ev := collectEvents(t, g)
+	ws := realTempDir(t)
+	restricted, full := testutil.NewCgroup(t), testutil.NewCgroup(t)
+	cr := workspacePolicy(t, ws, nil, nil)
+	cr.Network.Policy = policy.NetNone
+	if err := g.AddSession(restricted.ID, cr); err != nil {
+		t.Fatalf("AddSession: %v", err)
+	}
+	t.Cleanup(func() { g.RemoveSession(restricted.ID) })
+	cf := workspacePolicy(t, ws, nil, nil)
+	cf.Network.Policy = policy.NetFull
+	if err := g.AddSession(full.ID, cf); err != nil {
+		t.Fatalf("AddSession: %v", err)
+	}
+	t.Cleanup(func() { g.RemoveSession(full.ID) })
+
+	tests := []struct {
+		name         string
+		family, typ  int
+		inRestricted syscall.Errno
+	}{
+		{"packet", unix.AF_PACKET, unix.SOCK_DGRAM, unix.EPERM},
+		{"vsock", unix.AF_VSOCK, unix.SOCK_STREAM, unix.EPERM},
+		{"inet", unix.AF_INET, unix.SOCK_STREAM, 0},
+		{"inet6", unix.AF_INET6, unix.SOCK_DGRAM, 0},
+		{"unix", unix.AF_UNIX, unix.SOCK_STREAM, 0},
+		{"netlink", unix.AF_NETLINK, unix.SOCK_RAW, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{strconv.Itoa(tt.family), strconv.Itoa(tt.typ)}
+			// Outside any session (and in a full-network one) the kernel's
+			// own answer stands, whatever it is; never oxsupervise's EPERM
+			// with an event.
+			outside := inCgroup(t, nil, "socket-type", args...)
+			if got := inCgroup(t, &full, "socket-type", args...); got != outside {
+				t.Fatalf("socket(%d) in a full-network session: errno %v, outside any session %v", tt.family, got, outside)
+			}
+			got := inCgroup(t, &restricted, "socket-type", args...)
+			if tt.inRestricted == 0 {
+				if got != outside {
+					t.Fatalf("socket(%d) in a network-none session: errno %v, want the kernel's own %v", tt.family, got, outside)
+				}
+				return
+			}
+			if got != tt.inRestricted {
+				t.Fatalf("socket(%d) in a network-none session: errno %v, want %v", tt.family, got, tt.inRestricted)
+			}
+			e := ev.waitFor(t, restricted.ID, fsguard.OpSocket, "")
+			if e.Kind != fsguard.KindSelf || int(e.Family) != tt.family {
+				t.Fatalf("event %+v: want kind %v family %d", e, fsguard.KindSelf, tt.family)
 			}
 		})
 	}

@@ -253,9 +253,17 @@ func runOp(op string, a []string) error {
 			return fmt.Errorf("ftruncate memfd: %w", err)
 		}
 		return storeThroughMapping(fd, "memfd")
-	case "socket-family": // socket(a[0], SOCK_STREAM): a family without a loaded module makes the kernel request one
+	case "netlink-proto": // socket(AF_NETLINK, SOCK_RAW, a[0]): an unregistered protocol makes the kernel request its module
+		proto, _ := strconv.Atoi(a[0])
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	case "socket-type": // socket(a[0], a[1], 0)
 		family, _ := strconv.Atoi(a[0])
-		fd, err := unix.Socket(family, unix.SOCK_STREAM, 0)
+		typ, _ := strconv.Atoi(a[1])
+		fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}

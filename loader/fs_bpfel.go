@@ -38,7 +38,7 @@ type fsFsEvent struct {
 	Depth      uint32
 	Flags      uint32
 	PathOff    uint16
-	Pad        uint16
+	Family     uint16
 	TargetPid  uint32
 	Comm       [16]int8
 	Path       [1024]int8
@@ -134,6 +134,7 @@ const (
 	fsProgFsSbMount             = "fs_sb_mount"
 	fsProgFsSbPivotroot         = "fs_sb_pivotroot"
 	fsProgFsSbUmount            = "fs_sb_umount"
+	fsProgFsSocketCreate        = "fs_socket_create"
 	fsProgFsTaskKill            = "fs_task_kill"
 	fsProgFsUnixMaySend         = "fs_unix_may_send"
 	fsProgFsUnixStreamConnect   = "fs_unix_stream_connect"
@@ -211,6 +212,7 @@ type fsProgramSpecs struct {
 	FsSbMount             *ebpf.ProgramSpec `ebpf:"fs_sb_mount"`
 	FsSbPivotroot         *ebpf.ProgramSpec `ebpf:"fs_sb_pivotroot"`
 	FsSbUmount            *ebpf.ProgramSpec `ebpf:"fs_sb_umount"`
+	FsSocketCreate        *ebpf.ProgramSpec `ebpf:"fs_socket_create"`
 	FsTaskKill            *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
 	FsUnixMaySend         *ebpf.ProgramSpec `ebpf:"fs_unix_may_send"`
 	FsUnixStreamConnect   *ebpf.ProgramSpec `ebpf:"fs_unix_stream_connect"`
@@ -317,6 +319,7 @@ type fsPrograms struct {
 	FsSbMount             *ebpf.Program `ebpf:"fs_sb_mount"`
 	FsSbPivotroot         *ebpf.Program `ebpf:"fs_sb_pivotroot"`
 	FsSbUmount            *ebpf.Program `ebpf:"fs_sb_umount"`
+	FsSocketCreate        *ebpf.Program `ebpf:"fs_socket_create"`
 	FsTaskKill            *ebpf.Program `ebpf:"fs_task_kill"`
 	FsUnixMaySend         *ebpf.Program `ebpf:"fs_unix_may_send"`
 	FsUnixStreamConnect   *ebpf.Program `ebpf:"fs_unix_stream_connect"`
@@ -353,6 +356,7 @@ func (p *fsPrograms) Close() error {
 		p.FsSbMount,
 		p.FsSbPivotroot,
 		p.FsSbUmount,
+		p.FsSocketCreate,
 		p.FsTaskKill,
 		p.FsUnixMaySend,
 		p.FsUnixStreamConnect,
