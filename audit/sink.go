@@ -31,6 +31,11 @@ type SinkOptions struct {
 	// Enrich, when set, fills fields the producer left empty (see
 	// ProcEnricher). It runs before the sink's lock is taken.
 	Enrich func(*Record)
+	// Journal, when set, is the journald native socket (JournalSocket)
+	// each record is also sent to. Best effort: the file is the record of
+	// truth, and a record journald does not take is only counted
+	// (SinkStats.JournalErrors).
+	Journal string
 }
 
 const (
@@ -62,6 +67,7 @@ type SinkStats struct {
 	Rotations      uint64
 	RotationErrors uint64
 	Syncs          uint64
+	JournalErrors  uint64
 	// LastRotationError is the most recent failed rotation; writing went
 	// on into the current file, so no record was lost because of it.
 	LastRotationError error
@@ -83,6 +89,7 @@ type FileSink struct {
 	unsynced int
 	stats    SinkStats
 	closed   bool
+	journal  *journalSender
 
 	stop chan struct{}
 	done chan struct{}
@@ -112,6 +119,14 @@ func OpenFileSink(path string, opts SinkOptions) (*FileSink, error) {
 		return nil, err
 	}
 	s := &FileSink{path: path, opts: opts, f: f, size: size, enc: NewEncoder(nil)}
+	if opts.Journal != "" {
+		j, err := dialJournal(opts.Journal)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open audit log %s: %w", path, err)
+		}
+		s.journal = j
+	}
 	if opts.SyncInterval > 0 {
 		s.stop = make(chan struct{})
 		s.done = make(chan struct{})
@@ -179,6 +194,9 @@ func (s *FileSink) Write(r *Record) error {
 	}
 	s.stats.Records++
 	s.unsynced++
+	if s.journal != nil && s.journal.send(r, line) != nil {
+		s.stats.JournalErrors++
+	}
 	// Session ends and loss reports are the records an investigation
 	// starts from: make them durable at once.
 	if r.Ox.Kind == KindSessionStop || r.Ox.Kind == KindEventsLost ||
@@ -292,6 +310,7 @@ func (s *FileSink) Close() error {
 	}
 	s.closed = true
 	syncErr := s.syncLocked()
+	s.journal.close()
 	if err := s.f.Close(); err != nil {
 		return fmt.Errorf("close audit log %s: %w", s.path, err)
 	}

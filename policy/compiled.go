@@ -248,6 +248,9 @@ type Limits struct {
 // Audit configures the audit sink.
 type Audit struct {
 	Path string `json:"path"`
+	// Journald also sends every record to systemd-journald (the file
+	// stays the record of truth).
+	Journald bool `json:"journald,omitempty"`
 }
 
 // Action is a permission rule's verdict.

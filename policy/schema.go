@@ -95,6 +95,7 @@ func schema() map[string]keySpec {
 		"limits.pids_max":                    {kind: kindInt, tighten: tightenLower},
 		"limits.memory_max":                  {kind: kindSize, tighten: tightenLower},
 		"audit.path":                         {kind: kindString, tighten: tightenEqual, check: checkPath},
+		"audit.journald":                     {kind: kindBool, tighten: tightenTrue},
 		"permissions.default":                {kind: kindString, enum: []string{string(ActionDeny), string(ActionAsk), string(ActionAllow)}, tighten: tightenRank},
 	}
 }
@@ -172,6 +173,7 @@ func defaults() map[string]any {
 		"limits.pids_max":                    int64(0),
 		"limits.memory_max":                  int64(0),
 		"audit.path":                         DefaultAuditPath,
+		"audit.journald":                     false,
 		"permissions.default":                string(ActionAsk),
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/policy"
 )
 
 // auditor writes a session's records to the audit log: session start and
@@ -31,12 +32,13 @@ type auditor struct {
 	stop        *audit.Record // session_stop, written last by close
 }
 
-func startAudit(path, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
+func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
 	a := &auditor{id: id, mode: mode, warn: warn}
+	path := cfgAudit.Path
 	if path == "" {
 		path = audit.DefaultPath
 	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
+	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(cfgAudit)})
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
 		return a

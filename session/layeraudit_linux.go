@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/policy"
 )
 
 // sessionAudit is a layer's own handle on one session's audit log, behind
@@ -29,7 +30,7 @@ func openSessionAudit(s SessionInfo, flood audit.FloodOptions, warn io.Writer, w
 	if path == "" {
 		path = audit.DefaultPath
 	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond)})
+	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(s.Policy.Audit)})
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s refusals of session %s will NOT be audited: %v\n", what, s.ID, err)
 		return a
@@ -69,4 +70,13 @@ func writeRecord(w audit.Writer, r *audit.Record, warn io.Writer) {
 	if err := w.Write(r); err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
 	}
+}
+
+// journalFor is the journald socket records also go to, when the policy
+// asks for it.
+func journalFor(a policy.Audit) string {
+	if a.Journald {
+		return audit.JournalSocket
+	}
+	return ""
 }

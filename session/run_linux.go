@@ -286,7 +286,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	aud := startAudit(opts.Policy.Audit.Path, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+	aud := startAudit(opts.Policy.Audit, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
