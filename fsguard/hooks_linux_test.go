@@ -335,4 +335,8 @@ func TestSocketFamilies(t *testing.T) {
 			}
 		})
 	}
+	// Network none still leaves a process its own AF_UNIX socket pairs.
+	if got := inCgroup(t, &restricted, "socketpair"); got != 0 {
+		t.Fatalf("socketpair in a network-none session: errno %v, want success", got)
+	}
 }

@@ -260,6 +260,18 @@ func runOp(op string, a []string) error {
 			return err
 		}
 		return unix.Close(fd)
+	case "socketpair": // an AF_UNIX stream pair, one byte across it
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fds[0])
+		defer unix.Close(fds[1])
+		if _, err := unix.Write(fds[0], []byte("x")); err != nil {
+			return err
+		}
+		_, err = unix.Read(fds[1], make([]byte, 1))
+		return err
 	case "socket-type": // socket(a[0], a[1], 0)
 		family, _ := strconv.Atoi(a[0])
 		typ, _ := strconv.Atoi(a[1])

@@ -8,7 +8,9 @@ import (
 	"sort"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 )
@@ -66,6 +68,9 @@ var fsOptional = map[string]string{
 func LoadFS() (*FSPrograms, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
+	}
+	if err := fsKernelFeatures(); err != nil {
+		return nil, err
 	}
 	spec, err := loadFs()
 	if err != nil {
@@ -133,6 +138,31 @@ func LoadFS() (*FSPrograms, error) {
 		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
 	}
 	return p, nil
+}
+
+// fsKernelFeatures names the first kernel feature the programs need that
+// this kernel lacks, so the error says what to upgrade instead of quoting
+// the verifier.
+func fsKernelFeatures() error {
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		return fmt.Errorf("filesystem programs need BPF ring buffers (Linux 5.8): %w", err)
+	}
+	for _, h := range []struct {
+		fn   asm.BuiltinFunc
+		what string
+	}{
+		{asm.FnLoop, "bpf_loop (Linux 5.17)"},
+		{asm.FnGetCurrentCgroupId, "bpf_get_current_cgroup_id"},
+		{asm.FnRingbufReserve, "bpf_ringbuf_reserve (Linux 5.8)"},
+	} {
+		// Probed as a kprobe: cilium/ebpf has no probe for LSM programs,
+		// and these helpers are offered to every tracing program type
+		// alike (bpf_base_func_proto, bpf_tracing_func_proto).
+		if err := features.HaveProgramHelper(ebpf.Kprobe, h.fn); err != nil {
+			return fmt.Errorf("filesystem programs need the helper %s: %w", h.what, err)
+		}
+	}
+	return nil
 }
 
 // lsmHookParams counts the parameters of LSM hook name in the kernel BTF
