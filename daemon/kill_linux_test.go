@@ -35,7 +35,7 @@ func (w *world) startDaemonProcess(t *testing.T) (*exec.Cmd, *syncBuffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon process not answering:\n%s", out.String())
 		}

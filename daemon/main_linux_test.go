@@ -492,7 +492,9 @@ func (w *world) start(t *testing.T) {
 		}
 		w.stop = nil
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// Starting builds the BPF layers (verifier time grows with machine
+	// load) and adopts sessions: a liveness bound, not a speed assertion.
+	deadline := time.Now().Add(60 * time.Second)
 	for !Available(w.socket) {
 		select {
 		case err := <-done:

@@ -68,7 +68,7 @@ func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuf
 			t.Logf("daemon log:\n%s", out.String())
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon process not answering:\n%s", out.String())
 		}
