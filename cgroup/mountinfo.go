@@ -1,11 +1,11 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 )
 
 // Layout names how cgroup hierarchies are mounted on this machine.
@@ -51,45 +51,27 @@ var v1Options = map[string]bool{
 // root wins over mounts of a subdirectory, then the first listed.
 func ParseMountinfo(r io.Reader) (Mounts, error) {
 	var m Mounts
+	mounts, err := mountinfo.Parse(r)
+	if err != nil {
+		return Mounts{}, err
+	}
 	cgroup2Root := false
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if text == "" {
-			continue
-		}
-		// Format: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(text, " - ")
-		if !ok {
-			return Mounts{}, fmt.Errorf("mountinfo line %d: no ' - ' separator: %q", line, text)
-		}
-		fields := strings.Fields(pre)
-		tail := strings.Fields(post)
-		if len(fields) < 6 || len(tail) < 2 {
-			return Mounts{}, fmt.Errorf("mountinfo line %d: too few fields: %q", line, text)
-		}
-		root, mountPoint := unescapeMountinfo(fields[3]), unescapeMountinfo(fields[4])
-		switch tail[0] {
+	for _, mt := range mounts {
+		switch mt.FSType {
 		case "cgroup2":
-			isRoot := root == "/"
+			isRoot := mt.Root == "/"
 			if m.Cgroup2 == "" || (isRoot && !cgroup2Root) {
-				m.Cgroup2, cgroup2Root = mountPoint, isRoot
+				m.Cgroup2, cgroup2Root = mt.Point, isRoot
 			}
 		case "cgroup":
 			var controllers []string
-			if len(tail) >= 3 {
-				for _, opt := range strings.Split(tail[2], ",") {
-					if !v1Options[opt] && !strings.HasPrefix(opt, "release_agent=") {
-						controllers = append(controllers, opt)
-					}
+			for _, opt := range strings.Split(mt.SuperOpts, ",") {
+				if opt != "" && !v1Options[opt] && !strings.HasPrefix(opt, "release_agent=") {
+					controllers = append(controllers, opt)
 				}
 			}
-			m.V1 = append(m.V1, V1Hierarchy{Path: mountPoint, Controllers: controllers})
+			m.V1 = append(m.V1, V1Hierarchy{Path: mt.Point, Controllers: controllers})
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Mounts{}, fmt.Errorf("read mountinfo: %w", err)
 	}
 	switch {
 	case m.Cgroup2 != "" && len(m.V1) == 0:
@@ -103,23 +85,3 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 	}
 	return m, nil
 }
-
-// unescapeMountinfo undoes the kernel's octal escaping of space, tab,
-// newline and backslash in mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

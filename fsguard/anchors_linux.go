@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/cilium/ebpf"
-
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -150,16 +150,13 @@ func withSubmounts(roots []policy.Anchor) []policy.Anchor {
 
 // mountPoints lists the mount points of this process's mount namespace.
 func mountPoints() ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 {
-			out = append(out, unescape(f[4]))
-		}
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		out = append(out, m.Point)
 	}
 	return out, nil
 }

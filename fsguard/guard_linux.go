@@ -3,14 +3,12 @@
 package fsguard
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -344,28 +343,23 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 // mountedPath turns a path relative to the root of filesystem kdev into
 // one the supervisor can open, through the mount that shows it.
 func mountedPath(kdev uint32, fsPath string) string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "fsroot:" + fsPath
 	}
-	defer f.Close()
-	want := strconv.FormatUint(uint64(kdev>>20), 10) + ":" + strconv.FormatUint(uint64(kdev&(1<<20-1)), 10)
 	best, bestRoot := "", ""
 	found := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[2] != want {
+	for _, m := range mounts {
+		if m.Major != kdev>>20 || m.Minor != kdev&(1<<20-1) {
 			continue
 		}
-		root, mnt := unescape(fields[3]), unescape(fields[4])
-		if root != "/" && fsPath != root && !strings.HasPrefix(fsPath, root+"/") {
+		if m.Root != "/" && fsPath != m.Root && !strings.HasPrefix(fsPath, m.Root+"/") {
 			continue
 		}
 		// The mount showing most of the filesystem names the entry the
 		// way its own tree does, not by an alias.
-		if !found || len(root) < len(bestRoot) {
-			found, best, bestRoot = true, mnt, root
+		if !found || len(m.Root) < len(bestRoot) {
+			found, best, bestRoot = true, m.Point, m.Root
 		}
 	}
 	if !found {
@@ -375,24 +369,6 @@ func mountedPath(kdev uint32, fsPath string) string {
 		return path.Join(best, fsPath)
 	}
 	return path.Join(best, strings.TrimPrefix(fsPath, bestRoot))
-}
-
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // EventsLost is the number of refusals the programs could not report

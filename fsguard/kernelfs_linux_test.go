@@ -3,35 +3,29 @@
 package fsguard_test
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/fsguard"
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // mountOf returns where a filesystem of type fstype is mounted, or "".
 func mountOf(t *testing.T, fstype string) string {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && fields[i+1] == fstype {
-				return fields[4]
-			}
+	for _, m := range mounts {
+		if m.FSType == fstype {
+			return m.Point
 		}
 	}
 	return ""

@@ -3,7 +3,6 @@
 package landlock
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -215,52 +215,19 @@ func globMatches(g policy.NameGlob, limit int) ([]string, error) {
 // outside /sys.
 func kernelInterfaceMounts() ([]string, error) {
 	out := []string{"/sys", "/proc/sys"}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return nil, fmt.Errorf("mount namespace: read mountinfo: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		switch fields[sep+1] {
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup", "cgroup2", "bpf":
-			if mp != "/sys" && !strings.HasPrefix(mp, "/sys/") {
-				out = append(out, mp)
+			if m.Point != "/sys" && !strings.HasPrefix(m.Point, "/sys/") {
+				out = append(out, m.Point)
 			}
 		}
 	}
-	return out, sc.Err()
-}
-
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
 
 // Apply changes the calling process's mount namespace, which must be a

@@ -21,7 +21,6 @@ package loader
 // does, a cgroup hook when any program in the chain does.
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,6 +35,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 )
 
 // BPFFSMount is where bpffs is mounted by convention.
@@ -81,58 +82,22 @@ func EnsurePinDir(dir string) error {
 // type, from /proc/self/mountinfo (the last mount of the longest matching
 // mount point is the visible one).
 func mountOf(path string) (mountPoint, fstype string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp != "/" && path != mp && !strings.HasPrefix(path, mp+"/") {
-			continue
-		}
-		if len(mp) >= len(mountPoint) {
-			mountPoint, fstype = mp, fields[sep+1]
-		}
-	}
-	if err := sc.Err(); err != nil {
 		return "", "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
+	}
+	for _, m := range mounts {
+		if m.Point != "/" && path != m.Point && !strings.HasPrefix(path, m.Point+"/") {
+			continue
+		}
+		if len(m.Point) >= len(mountPoint) {
+			mountPoint, fstype = m.Point, m.FSType
+		}
 	}
 	if mountPoint == "" {
 		return "", "", errors.New("no mount holds it in /proc/self/mountinfo")
 	}
 	return mountPoint, fstype, nil
-}
-
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // HeldObjects are the BPF links and maps a process holds descriptors of,

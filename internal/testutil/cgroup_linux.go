@@ -3,60 +3,28 @@
 package testutil
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 )
 
 // Cgroup2Root returns the cgroup v2 mount point from /proc/self/mountinfo
 // (never assumed: hybrid hosts mount it at /sys/fs/cgroup/unified).
 func Cgroup2Root() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "", fmt.Errorf("read mount table: %w", err)
 	}
-	defer f.Close()
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		// mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		line := scanner.Text()
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.Point, nil
 		}
-		preFields, postFields := strings.Fields(pre), strings.Fields(post)
-		if len(preFields) > 4 && len(postFields) > 0 && postFields[0] == "cgroup2" {
-			return unescapeMountPath(preFields[4]), nil
-		}
-	}
-	if err := scanner.Err(); err != nil {
-		return "", fmt.Errorf("read mount table: %w", err)
 	}
 	return "", fmt.Errorf("no cgroup2 mount in /proc/self/mountinfo")
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for space etc.).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Cgroup is a throwaway cgroup v2 group removed at the end of the test.
