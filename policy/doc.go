@@ -57,7 +57,7 @@
 //	              ask_timeout_seconds (1..600)
 //	[env]         passthrough, scrub
 //	[limits]      pids_max, memory_max ("2G" or bytes)
-//	[audit]       path
+//	[audit]       path, journald (also send every record to systemd-journald)
 //	[permissions] default; [[permissions.rules]] tool, pattern, action
 //	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
 //	[managed]     locked (managed files only)
