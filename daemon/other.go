@@ -26,7 +26,15 @@ type Options struct {
 	Unavailable                                                          map[string]bool
 	Log                                                                  io.Writer
 	ResolverUpstream                                                     []string
+	MaxConns, MaxConnsPerUID                                             int
 }
+
+// Defaults the daemon flags show on every OS.
+const (
+	DefaultPinDir         = "/sys/fs/bpf/oxsupervise"
+	DefaultMaxConns       = 512
+	DefaultMaxConnsPerUID = 64
+)
 
 // Server is the daemon (Linux only).
 type Server struct{}

@@ -36,8 +36,11 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	auditLog := fs.String("audit-log", "", "audit log of the daemon and its sessions (default /var/log/oxsupervise/audit.jsonl)")
 	cgroupParent := fs.String("cgroup-parent", "", "cgroup (relative to the cgroup2 mount) holding session groups (default oxsupervise; other CLI verbs only see the default)")
 	runDir := fs.String("run-dir", "", "directory of the session registry (RUN-DIR/sessions) and daemon state (RUN-DIR/daemon) (default /run/oxsupervise)")
+	pinDir := fs.String("pin-dir", "", "bpffs directory where the BPF links and maps are pinned so that sessions stay confined when the daemon dies (default "+daemon.DefaultPinDir+")")
+	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "connections open at once from users other than root")
+	maxConnsPerUser := fs.Int("max-conns-per-user", daemon.DefaultMaxConnsPerUID, "connections open at once from one user other than root")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH] [--cgroup-parent P] [--run-dir DIR]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH] [--cgroup-parent P] [--run-dir DIR] [--pin-dir DIR] [--max-conns N] [--max-conns-per-user N]")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "daemon", args); done {
@@ -45,6 +48,10 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(s.err, "oxsupervise daemon: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *maxConns < 1 || *maxConnsPerUser < 1 {
+		fmt.Fprintf(s.err, "oxsupervise daemon: --max-conns (%d) and --max-conns-per-user (%d) must be at least 1\n", *maxConns, *maxConnsPerUser)
 		return exitUsage
 	}
 	if os.Geteuid() != 0 {
@@ -75,6 +82,9 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 		Unavailable:      session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv)),
 		Log:              s.err,
 		ResolverUpstream: upstream,
+		PinDir:           *pinDir,
+		MaxConns:         *maxConns,
+		MaxConnsPerUID:   *maxConnsPerUser,
 	})
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)
