@@ -114,17 +114,24 @@ func (d *benchDaemon) pid() int { return d.cmd.Process.Pid }
 // client returns a command that runs `oxsupervise run` through the daemon
 // as nobody, in the workspace, with the daemon's socket in its
 // environment (a non-root `run` uses the daemon when its socket answers).
-func (d *benchDaemon) client(ctx context.Context, argv ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, d.oxs, append([]string{"run", "--workspace", d.workspace, "--"}, argv...)...)
+func (d *benchDaemon) client(ctx context.Context, runFlags []string, argv ...string) *exec.Cmd {
+	return d.clientAs(ctx, d.cred, runFlags, argv...)
+}
+
+// clientAs is client with the client running as cred.
+func (d *benchDaemon) clientAs(ctx context.Context, cred *syscall.Credential, runFlags []string, argv ...string) *exec.Cmd {
+	args := append(append([]string{"run", "--workspace", d.workspace}, runFlags...), "--")
+	cmd := exec.CommandContext(ctx, d.oxs, append(args, argv...)...)
 	cmd.Dir = d.workspace
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "OXSUPERVISE_SOCKET=" + d.socket}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 
-// runTimed runs one client to completion and returns its wall time.
-func (d *benchDaemon) runTimed(ctx context.Context, argv ...string) (time.Duration, error) {
-	cmd := d.client(ctx, argv...)
+// runTimed runs one client (`run RUNFLAGS -- ARGV`) to completion and
+// returns its wall time.
+func (d *benchDaemon) runTimed(ctx context.Context, runFlags []string, argv ...string) (time.Duration, error) {
+	cmd := d.client(ctx, runFlags, argv...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -175,6 +182,18 @@ func (d *benchDaemon) stop() {
 	os.RemoveAll(d.dir)
 }
 
+// withoutWarnings drops the clients' "warning:" lines, which every client
+// prints and which would hide the one error that matters.
+func withoutWarnings(log string) string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "warning:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
 func readString(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
@@ -198,7 +217,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 }
 
 // daemonMemory measures the daemon's RSS idle and with n concurrent
-// sessions, each a client (as nobody) running `sleep` through it.
+// sessions, each a client (an unprivileged user) running `sleep` through it.
 func (e *env) daemonMemory(ctx context.Context, n int) ([][]string, error) {
 	d, err := e.startDaemon(ctx)
 	if err != nil {
@@ -218,6 +237,24 @@ func (e *env) daemonMemory(ctx context.Context, n int) ([][]string, error) {
 		return rows, err
 	}
 	defer clientLog.Close()
+	// The daemon admits at most DefaultMaxConnsPerUID connections per uid
+	// and a client holds one while its session runs, so more sessions
+	// than that come from a second unprivileged user.
+	creds := []*syscall.Credential{d.cred}
+	users := "nobody"
+	if n > daemon.DefaultMaxConnsPerUID {
+		u, err := user.Lookup("daemon")
+		if err != nil {
+			return rows, fmt.Errorf("%d sessions need a second client user beside nobody (the daemon admits %d connections per uid): look up user daemon: %w", n, daemon.DefaultMaxConnsPerUID, err)
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return rows, fmt.Errorf("user daemon: %w", err)
+		}
+		creds = append(creds, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+		users = fmt.Sprintf("nobody and daemon, alternating (the daemon admits %d connections per uid, daemon.DefaultMaxConnsPerUID)", daemon.DefaultMaxConnsPerUID)
+	}
 	var clients []*exec.Cmd
 	exited := make(chan int, n)
 	defer func() {
@@ -228,38 +265,52 @@ func (e *env) daemonMemory(ctx context.Context, n int) ([][]string, error) {
 			<-exited
 		}
 	}()
+	// Clients start in batches of clientBatch, each batch once the one
+	// before has its sessions running: a client whose /health probe of
+	// the daemon times out (2 s, daemon.Available) while the daemon is
+	// busy building dozens of sessions falls back to a standalone run,
+	// which a non-root user cannot do.
+	const clientBatch = 10
 	start := time.Now()
+	running := 0
+	waitRunning := func(target int) error {
+		for {
+			var err error
+			running, err = d.sessions(ctx)
+			if err != nil {
+				return fmt.Errorf("list daemon sessions: %w", err)
+			}
+			if running >= target {
+				return nil
+			}
+			select {
+			case pid := <-exited:
+				exited <- pid // the deferred cleanup counts it
+				return fmt.Errorf("a client (pid %d) exited with %d of %d sessions running: %s", pid, running, target, lastLines(withoutWarnings(readString(clientLog.Name())), 4))
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+			if time.Since(start) > 3*time.Minute {
+				return fmt.Errorf("only %d of %d sessions running after 3 min", running, target)
+			}
+		}
+	}
 	for i := 0; i < n; i++ {
 		// Longer than the measurement can take; the clients are killed
 		// once it is done, and the daemon stops a session whose client
 		// went away.
-		c := d.client(ctx, "sleep", "3600")
+		c := d.clientAs(ctx, creds[i%len(creds)], nil, "sleep", "3600")
 		c.Stdout, c.Stderr = clientLog, clientLog
 		if err := c.Start(); err != nil {
 			return rows, fmt.Errorf("start client %d: %w", i, err)
 		}
 		clients = append(clients, c)
 		go func() { c.Wait(); exited <- c.Process.Pid }()
-	}
-	var running int
-	for {
-		running, err = d.sessions(ctx)
-		if err != nil {
-			return rows, fmt.Errorf("list daemon sessions: %w", err)
-		}
-		if running == n {
-			break
-		}
-		select {
-		case pid := <-exited:
-			exited <- pid // the deferred cleanup counts it
-			return rows, fmt.Errorf("a client (pid %d) exited with %d of %d sessions running: %s", pid, running, n, lastLines(readString(clientLog.Name()), 4))
-		case <-ctx.Done():
-			return rows, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-		if time.Since(start) > 3*time.Minute {
-			return rows, fmt.Errorf("only %d of %d sessions running after 3 min", running, n)
+		if (i+1)%clientBatch == 0 || i == n-1 {
+			if err := waitRunning(i + 1); err != nil {
+				return rows, err
+			}
 		}
 	}
 	ramp := time.Since(start)
@@ -292,10 +343,10 @@ func (e *env) daemonMemory(ctx context.Context, n int) ([][]string, error) {
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid()))
 	rows = append(rows,
 		[]string{fmt.Sprintf("daemon RSS, %d concurrent sessions", n), fmt.Sprintf("%.1f MiB (peak %.1f MiB); %d open fds", full, fullHWM, len(fds)),
-			fmt.Sprintf("%d clients started at once as nobody, each `oxsupervise run --workspace WS -- sleep 3600` through the daemon (default policy: workspace-write, network layer); all %d sessions running after %.1f s; VmRSS 2 s later", n, n, ramp.Seconds())},
+			fmt.Sprintf("%d clients started in batches of %d (the next batch once the last one's sessions ran) as %s, each `oxsupervise run --workspace WS -- sleep 3600` through the daemon (default policy: workspace-write, network layer); all %d sessions running after %.1f s; VmRSS 2 s later", n, clientBatch, users, n, ramp.Seconds())},
 		[]string{"daemon RSS per session", fmt.Sprintf("%.1f KiB", (full-idle)*1024/float64(n)), fmt.Sprintf("(RSS with %d − idle) / %d", n, n)},
 		[]string{"processes inside the session groups, per session", fmt.Sprintf("%.1f MiB (%d processes in %d sessions)", sessionRSS/float64(n), procs, n), "sum of VmRSS of every pid the daemon lists in its sessions (GET /sessions), / sessions; shared pages counted in each process"},
-		[]string{"client (`oxsupervise run` as nobody), per session", fmt.Sprintf("%.1f MiB", clientRSS/float64(n)), "mean VmRSS of the client processes, which wait for the session's exit status"},
+		[]string{"client (`oxsupervise run` as an unprivileged user), per session", fmt.Sprintf("%.1f MiB", clientRSS/float64(n)), "mean VmRSS of the client processes, which wait for the session's exit status"},
 	)
 	for _, c := range clients {
 		c.Process.Kill()

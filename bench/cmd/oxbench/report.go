@@ -273,7 +273,7 @@ func (r *report) write(dir string) error {
 }
 
 // figureOrder is the order of figures in the index: the order suites run.
-var figureOrder = []string{"session-start", "fs-micro", "macro", "net-connect", "net-resolver", "audit", "memory", "fs-vm-bpflsm"}
+var figureOrder = []string{"session-start", "fs-micro", "macro", "net-connect", "net-resolver", "audit", "memory", "fs-vm-bpflsm", "fs-vm-macro", "fs-vm-mapmem"}
 
 // writeIndex writes results.md: the figures of this run, and, so that the
 // index always covers every figure, the last results of suites not run

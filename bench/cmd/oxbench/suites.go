@@ -3,7 +3,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -132,22 +131,30 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 	// Through the daemon: started once for the figure (its start-up, which
 	// loads the network programs, is not in any round), with the client
 	// running as nobody, as a user's `run` would.
-	const viaDaemon = "oxsupervise run -- true through the daemon (client as nobody)"
+	const (
+		viaDaemon     = "oxsupervise run -- true through the daemon (client as nobody)"
+		viaDaemonFull = "oxsupervise run -s full-access -- true through the daemon (client as nobody)"
+	)
 	d, err := e.startDaemon(ctx)
 	if err != nil {
 		startErr := err
-		vs = append(vs, variant{viaDaemon, func(context.Context, int) (map[string]float64, error) {
-			return nil, fmt.Errorf("start daemon: %w", startErr)
-		}})
+		for _, name := range []string{viaDaemonFull, viaDaemon} {
+			vs = append(vs, variant{name, func(context.Context, int) (map[string]float64, error) {
+				return nil, fmt.Errorf("start daemon: %w", startErr)
+			}})
+		}
 	} else {
 		defer d.stop()
-		vs = append(vs, variant{viaDaemon, func(ctx context.Context, _ int) (map[string]float64, error) {
-			dur, err := d.runTimed(ctx, truePath)
-			if err != nil {
-				return nil, err
+		timeViaDaemon := func(runFlags ...string) func(context.Context, int) (map[string]float64, error) {
+			return func(ctx context.Context, _ int) (map[string]float64, error) {
+				dur, err := d.runTimed(ctx, runFlags, truePath)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]float64{"wall time": float64(dur.Nanoseconds())}, nil
 			}
-			return map[string]float64{"wall time": float64(dur.Nanoseconds())}, nil
-		}})
+		}
+		vs = append(vs, variant{viaDaemonFull, timeViaDaemon("-s", "full-access")}, variant{viaDaemon, timeViaDaemon()})
 	}
 	f := &figure{
 		id: "session-start", title: "Session start: run `true` directly, under peers, and under oxsupervise",
@@ -155,7 +162,7 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 		rounds: e.n(20, 5), unit: "ns",
 		notes: []string{
 			"Wall time of the whole command as seen by the caller, including process start-up and teardown.",
-			"The two `oxsupervise run` variants without \"daemon\" are standalone runs as root (the supervisor builds every layer itself). The daemon variant is `oxsupervise run --workspace WS -- true` run **as the user nobody** (setuid in the harness's exec, so a non-root `run` goes through the daemon whose socket $OXSUPERVISE_SOCKET names); WS is a root-owned 0755 directory nobody cannot write. The daemon is `oxsupervise daemon` started once by the harness on a temporary socket with its own --cgroup-parent, --run-dir and --audit-log, before the warm-up; its start-up is not in the figure, nothing is subtracted from the client's wall time.",
+			"The two `oxsupervise run` variants without \"daemon\" are standalone runs as root (the supervisor builds every layer itself). The daemon variants are `oxsupervise run --workspace WS [-s full-access] -- true` run **as the user nobody** (setuid in the harness's exec, so a non-root `run` goes through the daemon whose socket $OXSUPERVISE_SOCKET names); WS is a root-owned 0755 directory nobody cannot write. The daemon is `oxsupervise daemon` started once by the harness on a temporary socket with its own --cgroup-parent, --run-dir and --audit-log, before the warm-up; its start-up is not in the figure, nothing is subtracted from the client's wall time.",
 			"In workspace-write the standalone supervisor also waits for the kernel audit feed's last Landlock records before it exits (session/audit_linux.go kernelFlushDelay = 400 ms): a fixed cost of the audit path, not filesystem cost.",
 		},
 	}
@@ -257,65 +264,6 @@ func fsMicroSuite(ctx context.Context, e *env) ([]*report, error) {
 
 // ---- macro workload ----
 
-// writeTree writes a tar of files small source-like files in 100-file
-// directories.
-func writeTree(path string, files int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	now := time.Now()
-	for d := 0; d*100 < files; d++ {
-		dir := fmt.Sprintf("src/m%02d/p%03d/", d%20, d)
-		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
-			return err
-		}
-		for i := 0; i < 100 && d*100+i < files; i++ {
-			body := []byte(fmt.Sprintf("// file %d/%d\npackage p%03d\n\nfunc F%d() int { return %d }\n%s", d, i, d, i, d*100+i, strings.Repeat("// padding line\n", i%16)))
-			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%sf%03d.go", dir, i), Mode: 0o644, Size: int64(len(body)), ModTime: now}); err != nil {
-				return err
-			}
-			if _, err := tw.Write(body); err != nil {
-				return err
-			}
-		}
-	}
-	return tw.Close()
-}
-
-// writeModule writes a module of pkgs packages that import each other in
-// a chain and a few standard packages.
-func writeModule(dir string, pkgs int) error {
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/benchmod\n\ngo 1.22\n"), 0o644); err != nil {
-		return err
-	}
-	for i := 0; i < pkgs; i++ {
-		p := filepath.Join(dir, fmt.Sprintf("p%02d", i))
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return err
-		}
-		imp := ""
-		call := "0"
-		if i > 0 {
-			imp = fmt.Sprintf("\t\"example.com/benchmod/p%02d\"\n", i-1)
-			call = fmt.Sprintf("p%02d.Sum(n)", i-1)
-		}
-		for j := 0; j < 5; j++ {
-			src := fmt.Sprintf("package p%02d\n\nimport (\n\t\"fmt\"\n\t\"sort\"\n\t\"strings\"\n%s)\n\n", i, map[bool]string{true: imp, false: ""}[j == 0])
-			if j == 0 {
-				src += fmt.Sprintf("func Sum(n int) int { return n + %s }\n\n", call)
-			}
-			src += fmt.Sprintf("func Format%d(xs []string) string {\n\tsort.Strings(xs)\n\treturn fmt.Sprintf(\"%%d:%%s\", len(xs), strings.Join(xs, \",\"))\n}\n", j)
-			if err := os.WriteFile(filepath.Join(p, fmt.Sprintf("f%d.go", j)), []byte(src), 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 func macroSuite(ctx context.Context, e *env) ([]*report, error) {
 	files := e.n(20000, 2000)
 	base := filepath.Join(e.scratch, "macro")
@@ -330,14 +278,14 @@ func macroSuite(ctx context.Context, e *env) ([]*report, error) {
 	}
 	defer unix.Unmount(base, unix.MNT_DETACH)
 	tarball := filepath.Join(base, "tree.tar")
-	if err := writeTree(tarball, files); err != nil {
+	if err := work.WriteTree(tarball, files); err != nil {
 		return nil, fmt.Errorf("write tree: %w", err)
 	}
 	mod := filepath.Join(base, "mod")
 	if err := os.MkdirAll(mod, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeModule(mod, 20); err != nil {
+	if err := work.WriteModule(mod, 20); err != nil {
 		return nil, fmt.Errorf("write module: %w", err)
 	}
 	// A GOCACHE holding only the standard packages the module uses, so
