@@ -57,12 +57,29 @@ type kindedAnchor struct {
 
 // kernelIdentities returns, for each anchor, the (s_dev, i_ino) under
 // which the programs' d_parent walk meets it. stat(2) is not that
-// identity everywhere (overlayfs directories, btrfs subvolumes), so each
+// identity everywhere (overlayfs non-directories, btrfs subvolumes), so each
 // anchor is opened and the kernel is asked about the open file. The open
 // does not follow symlinks and must find the very inode the policy was
 // compiled against: a path swapped since then is an error, not a rule on
 // whatever now lives there.
 func (g *Guard) kernelIdentities(anchors []kindedAnchor) ([]loader.AnchorID, error) {
+	ids := make([]loader.AnchorID, 0, len(anchors))
+	// In batches: a policy may hold more anchors than this process may
+	// have files open.
+	for start := 0; start < len(anchors); start += identityBatch {
+		batch, err := g.identityBatch(anchors[start:min(start+identityBatch, len(anchors))])
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, batch...)
+	}
+	return ids, nil
+}
+
+// identityBatch is how many anchors are open at once while resolving.
+const identityBatch = 64
+
+func (g *Guard) identityBatch(anchors []kindedAnchor) ([]loader.AnchorID, error) {
 	fds := make([]int, 0, len(anchors))
 	defer func() {
 		for _, fd := range fds {

@@ -4,7 +4,9 @@ package fsguard_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,4 +121,48 @@ func TestOverlayDenyReadAnchors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// More anchors than the process may have files open: identities are
+// resolved in batches, so AddSession neither fails nor needs a higher
+// RLIMIT_NOFILE.
+func TestManyAnchorsUnderLowFileLimit(t *testing.T) {
+	g := loadGuard(t)
+	ws := realTempDir(t)
+	const n = 600
+	var protected []string
+	for i := 0; i < n; i++ {
+		p := filepath.Join(ws, "locked-"+strconv.Itoa(i))
+		writeFile(t, p, "orig")
+		protected = append(protected, p)
+	}
+	c := workspacePolicy(t, ws, protected, nil)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Room for 100 more files than are open now: fewer than the anchors.
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(len(open) + 100)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	cg := testutil.NewCgroup(t)
+	err = g.AddSession(cg.ID, c)
+	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatalf("AddSession with %d anchors under RLIMIT_NOFILE %d: %v", n+1, low.Cur, err)
+	}
+	t.Cleanup(func() { g.RemoveSession(cg.ID) })
+	last := protected[n-1]
+	if got := inCgroup(t, &cg, "write", last, "changed"); got != unix.EACCES {
+		t.Fatalf("write %s: errno %v, want EACCES", last, got)
+	}
+	checkContent(t, last, "orig")
 }
