@@ -34,11 +34,37 @@ func (c *Client) socket() string {
 
 // Available reports whether a daemon answers on socket ("" = default).
 func Available(socket string) bool {
+	return Probe(socket) == nil
+}
+
+// ErrNoDaemon is Probe's error when nothing listens on the socket.
+var ErrNoDaemon = errors.New("no daemon listening")
+
+// probeTimeout bounds the health check: a daemon busy starting many
+// sessions answers slowly, and a client that gave up too early would fall
+// back to a standalone run it cannot do.
+const probeTimeout = 10 * time.Second
+
+// Probe asks the daemon at socket for its health. It returns nil when the
+// daemon answered, an error wrapping ErrNoDaemon when no daemon listens
+// there (no socket, connection refused), and any other error when one
+// listens but did not answer properly.
+func Probe(socket string) error { return probe(socket, probeTimeout) }
+
+func probe(socket string, timeout time.Duration) error {
 	c := &Client{Socket: socket}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out map[string]any
-	return c.do(ctx, http.MethodGet, "/health", nil, &out) == nil
+	err := c.do(ctx, http.MethodGet, "/health", nil, &out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOTSOCK):
+		return fmt.Errorf("%w at %s: %v", ErrNoDaemon, socket, err)
+	default:
+		return fmt.Errorf("daemon at %s did not answer its health check: %w", socket, err)
+	}
 }
 
 func (c *Client) dial(ctx context.Context) (*net.UnixConn, error) {

@@ -26,14 +26,20 @@ func init() {
 func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// An unprivileged user goes through the daemon when it runs: it builds
 	// the boundary as root, clamped by managed policy on its side.
-	if os.Geteuid() != 0 && daemon.Available(defaultSocket()) {
-		if r.user != "" {
-			fmt.Fprintln(s.err, "oxsupervise run: --user needs a standalone run as root; through the daemon the command runs as you")
-			return exitUsage
-		}
-		return daemon.RunCLI(ctx, defaultSocket(), r.argv, r.flags, s.err)
-	}
 	if os.Geteuid() != 0 {
+		switch err := daemon.Probe(defaultSocket()); {
+		case err == nil:
+			if r.user != "" {
+				fmt.Fprintln(s.err, "oxsupervise run: --user needs a standalone run as root; through the daemon the command runs as you")
+				return exitUsage
+			}
+			return daemon.RunCLI(ctx, defaultSocket(), r.argv, r.flags, s.err)
+		case !errors.Is(err, daemon.ErrNoDaemon):
+			// A daemon is there but busy or broken: say so rather than
+			// fall back to a standalone run this user cannot do.
+			fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
+			return exitNoBoundary
+		}
 		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo, or start the daemon: oxsupervise daemon); nothing ran")
 		return exitNoBoundary
 	}
