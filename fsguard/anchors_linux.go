@@ -18,14 +18,16 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// ErrOverlayRoot is returned for a writable root on overlayfs. Overlayfs
-// writes its upper layer on the session's behalf (copy-up, new files) with
-// the mounter's credentials; those operations reach the LSM hooks on the
+// ErrOverlay is returned for an anchor on overlayfs. Overlayfs writes its
+// upper layer on the session's behalf (copy-up, new files) with the
+// mounter's credentials; those operations reach the LSM hooks on the
 // upper layer's own dentries, whose ancestry holds no anchor, so every
-// write would be refused. And without xino its inode numbers repeat
-// across layers, so an anchor could match an unrelated inode. Landlock
-// ties rules to the overlay's own inodes and handles this case.
-var ErrOverlayRoot = errors.New("writable root on overlayfs: the BPF-LSM layer cannot judge overlayfs copy-up by inode ancestry (Landlock can; or move the workspace off overlayfs)")
+// write below a writable root there would be refused. And with layers on
+// different filesystems its inode numbers repeat (seen in the test VM: a
+// file and a directory both (0:35, 4)), so any anchor could match an
+// unrelated inode, refusing it or admitting it. Landlock ties rules to
+// the overlay's own inodes and handles this case.
+var ErrOverlay = errors.New("anchor on overlayfs: the BPF-LSM layer cannot identify overlayfs inodes reliably (Landlock can; or keep the workspace and listed paths off overlayfs)")
 
 // CheckPolicy reports what the programs cannot enforce for c; AddSession
 // refuses such a policy. Callers that can fall back to another layer use
@@ -34,17 +36,35 @@ func CheckPolicy(c *policy.Compiled) error {
 	if c == nil || !c.FilesystemRules {
 		return nil
 	}
-	for _, a := range c.WritableRoots {
-		if !a.Exists {
-			continue
+	sets := [][]policy.Anchor{c.WritableRoots, c.ProtectedPaths, c.DenyRead}
+	if c.ReadAccess == policy.ReadAccessRestricted {
+		sets = append(sets, c.ReadableRoots)
+	}
+	for _, set := range sets {
+		for _, a := range set {
+			if err := notOverlay(a.Path, a.Exists); err != nil {
+				return err
+			}
 		}
-		var sfs unix.Statfs_t
-		if err := unix.Statfs(a.Path, &sfs); err != nil {
-			return fmt.Errorf("statfs writable root %s: %w", a.Path, err)
+	}
+	for _, p := range c.Network.AllowUnixSockets {
+		if err := notOverlay(p, true); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
-		if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
-			return fmt.Errorf("%s: %w", a.Path, ErrOverlayRoot)
-		}
+	}
+	return nil
+}
+
+func notOverlay(path string, exists bool) error {
+	if !exists {
+		return nil
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(path, &sfs); err != nil {
+		return fmt.Errorf("statfs %s: %w", path, err)
+	}
+	if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		return fmt.Errorf("%s: %w", path, ErrOverlay)
 	}
 	return nil
 }
@@ -92,14 +112,12 @@ func (g *Guard) identityBatch(anchors []kindedAnchor) ([]loader.AnchorID, error)
 			return nil, fmt.Errorf("open %s %s: %w", a.what, a.Path, err)
 		}
 		fds = append(fds, fd)
-		if a.kind == KindWritable {
-			var sfs unix.Statfs_t
-			if err := unix.Fstatfs(fd, &sfs); err != nil {
-				return nil, fmt.Errorf("statfs %s %s: %w", a.what, a.Path, err)
-			}
-			if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
-				return nil, fmt.Errorf("%s: %w", a.Path, ErrOverlayRoot)
-			}
+		var sfs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &sfs); err != nil {
+			return nil, fmt.Errorf("statfs %s %s: %w", a.what, a.Path, err)
+		}
+		if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+			return nil, fmt.Errorf("%s %s: %w", a.what, a.Path, ErrOverlay)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -155,6 +173,11 @@ func withSubmounts(roots []policy.Anchor) []policy.Anchor {
 			}
 			var st unix.Stat_t
 			if unix.Stat(mp, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				break
+			}
+			// Optional: an overlayfs below stays unreadable rather than
+			// refuse the session (see ErrOverlay).
+			if notOverlay(mp, true) != nil {
 				break
 			}
 			out = append(out, policy.Anchor{Path: mp, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true,

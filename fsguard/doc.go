@@ -45,8 +45,8 @@
 // a filesystem mounted below a writable root is not writable (readable
 // roots do extend to filesystems mounted below them when the session is
 // added); the walk stops after FS_MAX_DEPTH (512) levels and refuses;
-// writable roots on overlayfs are refused (ErrOverlayRoot): overlayfs
-// writes its upper layer on the session's behalf, where no anchor is an
-// ancestor. Memfds and shared anonymous memory are not judged: no mount
+// anchors on overlayfs are refused (ErrOverlay): overlayfs writes its
+// upper layer on the session's behalf, where no anchor is an ancestor, and
+// its inode numbers repeat across layers on different filesystems. Memfds and shared anonymous memory are not judged: no mount
 // shows them.
 package fsguard

@@ -113,7 +113,14 @@ func inCgroup(t *testing.T, cg *testutil.Cgroup, op string, args ...string) sysc
 
 func inCgroupTB(t testing.TB, cg *testutil.Cgroup, op string, args ...string) syscall.Errno {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	return inCgroupExe(t, os.Args[0], cg, op, args...)
+}
+
+// inCgroupExe is inCgroup with the helper run from exe, a copy of the
+// test binary (static: it needs no other file to start).
+func inCgroupExe(t testing.TB, exe string, cg *testutil.Cgroup, op string, args ...string) syscall.Errno {
+	t.Helper()
+	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(append([]string{op}, args...), "\x1f"))
 	cmd.Stderr = os.Stderr
 	if cg != nil {

@@ -100,7 +100,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	// A tmpfs of its own: the VM's root is an overlayfs, and BPF-LSM
-	// refuses writable roots on overlayfs (fsguard.ErrOverlayRoot; see
+	// refuses anchors on overlayfs (fsguard.ErrOverlay; see
 	// TestRunOverlayWorkspace).
 	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "mode=0755"); err != nil {
 		t.Fatalf("mount tmpfs on %s: %v", base, err)
