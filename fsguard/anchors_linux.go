@@ -29,6 +29,18 @@ import (
 // the overlay's own inodes and handles this case.
 var ErrOverlay = errors.New("anchor on overlayfs: the BPF-LSM layer cannot identify overlayfs inodes reliably (Landlock can; or keep the workspace and listed paths off overlayfs)")
 
+// ErrSubvolumes is returned for an anchor on a filesystem whose inode
+// numbers are unique only within a subvolume (btrfs, bcachefs), or whose
+// stat(2) device differs from the superblock's (the sign of one): the
+// programs key anchors by (superblock device, inode number), which would
+// match inodes of other subvolumes. Landlock handles this case.
+var ErrSubvolumes = errors.New("anchor on a filesystem with subvolumes: its inode numbers repeat across subvolumes, so the BPF-LSM layer cannot identify the inode (Landlock can)")
+
+const (
+	btrfsMagic    = 0x9123683e // BTRFS_SUPER_MAGIC
+	bcachefsMagic = 0xca451a4e // BCACHEFS_SUPER_MAGIC
+)
+
 // CheckPolicy reports what the programs cannot enforce for c; AddSession
 // refuses such a policy. Callers that can fall back to another layer use
 // it to decide before building a session.
@@ -63,8 +75,16 @@ func notOverlay(path string, exists bool) error {
 	if err := unix.Statfs(path, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %w", path, err)
 	}
-	if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+	return fsTypeError(path, sfs.Type)
+}
+
+// fsTypeError says why anchors on a filesystem of type magic cannot work.
+func fsTypeError(path string, magic int64) error {
+	switch magic {
+	case unix.OVERLAYFS_SUPER_MAGIC:
 		return fmt.Errorf("%s: %w", path, ErrOverlay)
+	case btrfsMagic, bcachefsMagic:
+		return fmt.Errorf("%s: %w", path, ErrSubvolumes)
 	}
 	return nil
 }
@@ -116,8 +136,8 @@ func (g *Guard) identityBatch(anchors []kindedAnchor) ([]loader.AnchorID, error)
 		if err := unix.Fstatfs(fd, &sfs); err != nil {
 			return nil, fmt.Errorf("statfs %s %s: %w", a.what, a.Path, err)
 		}
-		if sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
-			return nil, fmt.Errorf("%s %s: %w", a.what, a.Path, ErrOverlay)
+		if err := fsTypeError(a.what+" "+a.Path, sfs.Type); err != nil {
+			return nil, err
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -138,6 +158,14 @@ func (g *Guard) identityBatch(anchors []kindedAnchor) ([]loader.AnchorID, error)
 	ids := make([]loader.AnchorID, len(fds))
 	for i, fd := range fds {
 		ids[i] = byFD[fd]
+		a := anchors[i]
+		// stat's device is the superblock's everywhere inode numbers are
+		// unique per superblock; where it is not, they are unique only
+		// per subvolume.
+		if ids[i].Dev != unix.Major(a.Dev)<<20|unix.Minor(a.Dev) {
+			return nil, fmt.Errorf("%s %s (device %d:%d, superblock %d:%d): %w", a.what, a.Path,
+				unix.Major(a.Dev), unix.Minor(a.Dev), ids[i].Dev>>20, ids[i].Dev&(1<<20-1), ErrSubvolumes)
+		}
 	}
 	return ids, nil
 }

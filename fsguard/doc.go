@@ -47,6 +47,8 @@
 // added); the walk stops after FS_MAX_DEPTH (512) levels and refuses;
 // anchors on overlayfs are refused (ErrOverlay): overlayfs writes its
 // upper layer on the session's behalf, where no anchor is an ancestor, and
-// its inode numbers repeat across layers on different filesystems. Memfds and shared anonymous memory are not judged: no mount
+// its inode numbers repeat across layers on different filesystems; so are
+// anchors on btrfs and bcachefs, whose inode numbers repeat across
+// subvolumes (ErrSubvolumes) — Landlock covers both. Memfds and shared anonymous memory are not judged: no mount
 // shows them.
 package fsguard
