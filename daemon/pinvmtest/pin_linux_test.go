@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -245,6 +246,7 @@ func denials(t *testing.T, auditPath, id, path string) int {
 // entries, and a graceful stop with no session left removes the pins.
 func TestDaemonKill9KeepsPinnedFSRules(t *testing.T) {
 	w := newWorld(t)
+	rootHomeOffOverlay(t)
 	d1, log1 := w.startDaemon(t)
 	if !logged(log1.String(), `"layer":"bpf-lsm"`, `"message":"layer pinned"`) {
 		t.Fatalf("the daemon did not build and pin its BPF-LSM layer:\n%s", log1.String())
@@ -404,4 +406,24 @@ func logged(log string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// rootHomeOffOverlay gives root a home on tmpfs when its home is on
+// overlayfs (the test VM's root): the daemon compiles root's policy, whose
+// deny-read anchors below the home would make the BPF-LSM layer refuse the
+// session (fsguard.ErrOverlay), which is not what this test is about.
+func rootHomeOffOverlay(t *testing.T) {
+	t.Helper()
+	u, err := user.LookupId("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(u.HomeDir, &sfs); err != nil || sfs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		return
+	}
+	if err := unix.Mount("tmpfs", u.HomeDir, "tmpfs", 0, "mode=0700"); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", u.HomeDir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(u.HomeDir, unix.MNT_DETACH) })
 }
