@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ func fsop(args []string) int {
 		return denyBurst(args[1], args[2])
 	}
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write PATH")
+		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write|read|unix-connect PATH | __fsop socket FAMILY")
 		return 2
 	}
 	var err error
@@ -59,6 +60,23 @@ func fsop(args []string) int {
 		fd, err = unix.Open(args[1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 		if err == nil {
 			_, err = unix.Write(fd, []byte("written in the session\n"))
+			unix.Close(fd)
+		}
+	case "read":
+		var fd int
+		if fd, err = unix.Open(args[1], unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			unix.Close(fd)
+		}
+	case "unix-connect":
+		var fd int
+		if fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+			err = unix.Connect(fd, &unix.SockaddrUnix{Name: args[1]})
+			unix.Close(fd)
+		}
+	case "socket":
+		family, _ := strconv.Atoi(args[1])
+		var fd int
+		if fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err == nil {
 			unix.Close(fd)
 		}
 	default:
