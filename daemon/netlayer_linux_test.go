@@ -205,23 +205,7 @@ func TestDaemonNetworkAttach(t *testing.T) {
 	script := "while [ ! -e " + goFile + " ]; do sleep 0.05; done; " + connectScript(allowedAddr, otherAddr)
 	// nsenter (root, for setns) drops to nobody and execs sh in place:
 	// its pid is the target's.
-	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(dpid)+"/ns/net", "--setuid", itoa(nobody), "--setgid", itoa(nobody), "--", "sh", "-c", script)
-	target.Dir = w.ws
-	var out syncBuffer
-	target.Stdout, target.Stderr = &out, &out
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer target.Process.Kill()
-	// Attach only once it runs as nobody (nsenter drops uid before exec).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
-		}
-	}
+	target, out := w.startNobodyTarget(t, dpid, script)
 	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
 	if res.code != 0 {
 		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
@@ -325,22 +309,7 @@ func TestDaemonNetworkReappliedOnAdopt(t *testing.T) {
 	go1, go2 := filepath.Join(w.ws, "go1"), filepath.Join(w.ws, "go2")
 	wait := func(f string) string { return "while [ ! -e " + f + " ]; do sleep 0.05; done; " }
 	script := wait(go1) + connectScript(allowedAddr, otherAddr) + "; echo round1; " + wait(go2) + connectScript(allowedAddr, otherAddr)
-	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(d1.Process.Pid)+"/ns/net", "--setuid", itoa(nobody), "--setgid", itoa(nobody), "--", "sh", "-c", script)
-	target.Dir = w.ws
-	var out syncBuffer
-	target.Stdout, target.Stderr = &out, &out
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer target.Process.Kill()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
-		}
-	}
+	target, out := w.startNobodyTarget(t, d1.Process.Pid, script)
 	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
 	if res.code != 0 {
 		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
@@ -373,4 +342,30 @@ func TestDaemonNetworkReappliedOnAdopt(t *testing.T) {
 	if !strings.Contains(r2, allowedAddr+"=ok\n") || !strings.Contains(r2, otherAddr+"=EPERM\n") {
 		t.Fatalf("after the restart, want %s ok and %s EPERM: %q", allowedAddr, otherAddr, r2)
 	}
+}
+
+// startNobodyTarget runs script as nobody in the network namespace of
+// process nsPID and returns once it runs as nobody (nsenter, root for
+// setns, drops the uid before it execs sh in place: its pid is the
+// target's), so that attach sees the final owner. It is killed at the end
+// of the test (killed, not reaped: callers may wait for it).
+func (w *world) startNobodyTarget(t *testing.T, nsPID int, script string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	target := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(nsPID)+"/ns/net", "--setuid", itoa(nobody), "--setgid", itoa(nobody), "--", "sh", "-c", script)
+	target.Dir = w.ws
+	out := &syncBuffer{}
+	target.Stdout, target.Stderr = out, out
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill() })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
+		}
+	}
+	return target, out
 }
