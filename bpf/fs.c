@@ -49,27 +49,6 @@ struct {
 	__type(value, __u32);
 } fs_glob_scopes SEC(".maps");
 
-/* Holds about 3 500 events: more than a session's flood-control burst. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);
-} fs_events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64); /* cgroup v2 id */
-	__type(value, struct fs_flood_bucket);
-} fs_flood SEC(".maps");
-
-/* Failed ring buffer reservations, per CPU: userspace reports them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} fs_events_lost SEC(".maps");
-
 /* Keep the event type in the BTF for bpf2go. */
 const struct fs_event *unused_fs_event __attribute__((unused));
 
@@ -194,63 +173,15 @@ static long walk_step(__u32 level, struct walk *w)
 	return 0;
 }
 
-/*
- * flood_admit returns whether the session may emit one more event now,
- * counting it in fs_flood.suppressed when not; *suppressed gets the count.
- * Concurrent CPUs may race on tat (the rate is approximate); the count is
- * atomic, so it is exact.
- */
-static __always_inline bool flood_admit(__u64 cgroup_id, __u64 *suppressed)
-{
-	*suppressed = 0;
-	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
-	struct fs_flood_bucket *f = bpf_map_lookup_elem(&fs_flood, &cgroup_id);
-	if (!sess || !f || !sess->flood_interval_ns)
-		return true;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 tat = f->tat;
-	if (tat < now)
-		tat = now;
-	if (tat - now > sess->flood_burst_ns) {
-		__sync_fetch_and_add(&f->suppressed, 1);
-		return false;
-	}
-	f->tat = tat + sess->flood_interval_ns;
-	*suppressed = f->suppressed;
-	return true;
-}
-
-static __always_inline void count_sent(__u64 cgroup_id)
-{
-	struct fs_flood_bucket *f = bpf_map_lookup_elem(&fs_flood, &cgroup_id);
-	if (f)
-		__sync_fetch_and_add(&f->sent, 1);
-}
-
-static __always_inline void count_lost(void)
-{
-	__u32 zero = 0;
-	__u64 *lost = bpf_map_lookup_elem(&fs_events_lost, &zero);
-	if (lost)
-		(*lost)++;
-}
-
 static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 {
-	__u64 suppressed;
-	if (!flood_admit(w->cgroup_id, &suppressed))
+	struct fs_event *e = oxs_event_reserve(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	if (!e)
 		return 0;
-	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
-		return 0;
-	}
-	e->suppressed = suppressed;
 	struct dentry *d = (struct dentry *)leaf;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	e->cgroup_id = w->cgroup_id;
 	e->ino = inode ? BPF_CORE_READ(inode, i_ino) : 0;
 	for (int k = 0; k < FS_NFA_WORDS; k++)
 		e->matched[k] = w->kind == FS_KIND_PATTERN || w->kind == FS_KIND_DENY_GLOB ? w->hit[k] : 0;
@@ -264,6 +195,9 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	e->rule_id = w->rule_id;
 	e->depth = w->depth;
 	e->flags = inode ? 0 : FS_EVENT_NEW_ENTRY;
+	/* Ring buffer memory is not zeroed: no field may keep an old record's bytes. */
+	e->family = 0;
+	e->target_pid = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
 	/* Names leaf first, '/'-separated; userspace reverses them. */
@@ -291,8 +225,7 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	if (k == FS_PATH_COMPONENTS)
 		e->flags |= FS_EVENT_PATH_TRUNCATED;
 	e->path_off = pos;
-	bpf_ringbuf_submit(e, 0);
-	count_sent(w->cgroup_id);
+	oxs_event_submit(e);
 	return 0;
 }
 
@@ -797,18 +730,11 @@ struct task_struct___fs {
 
 static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, __u32 family)
 {
-	__u64 suppressed;
-	if (!flood_admit(cgroup_id, &suppressed))
+	struct fs_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	if (!e)
 		return -EPERM;
-	struct fs_event *e = bpf_ringbuf_reserve(&fs_events, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
-		return -EPERM;
-	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__builtin_memset(e, 0, offsetof(struct fs_event, comm));
-	e->suppressed = suppressed;
-	e->cgroup_id = cgroup_id;
+	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct fs_event, comm) - sizeof(e->hdr));
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();
@@ -818,8 +744,7 @@ static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, _
 	e->target_pid = target_pid;
 	e->family = family;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, 0);
-	count_sent(cgroup_id);
+	oxs_event_submit(e);
 	return -EPERM;
 }
 

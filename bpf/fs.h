@@ -8,6 +8,7 @@
 #define OXS_FS_H
 
 #include "common.h"
+#include "events.h"
 
 /*
  * Protected patterns run as a bit-parallel NFA over path components, read
@@ -111,13 +112,6 @@ struct fs_session {
 	 * "no pattern matched" as the only outcome and drop the refusal.
 	 */
 	__u64 zero;
-	/*
-	 * Flood control of events (fs_flood): a session may emit
-	 * flood_burst_ns / flood_interval_ns events at once and one per
-	 * flood_interval_ns after that; 0 disables it.
-	 */
-	__u64 flood_interval_ns;
-	__u64 flood_burst_ns;
 	__u32 flags; /* FS_SESSION_* */
 	__u32 nglobs;
 	struct fs_glob globs[FS_GLOBS];
@@ -147,24 +141,11 @@ struct fs_name_bits {
 	__u64 bits[FS_NFA_WORDS];
 };
 
-/*
- * fs_flood value, one per session: a GCRA token bucket in front of the
- * ring buffer, so one session's flood cannot crowd out the others' events.
- * suppressed only grows; events carry it, and userspace reads it last when
- * the session ends, so every refusal is an event or counted here.
- */
-struct fs_flood_bucket {
-	__u64 tat; /* theoretical arrival time, ns (bpf_ktime_get_ns) */
-	__u64 suppressed;
-	__u64 sent; /* events submitted: userspace knows when it read them all */
-};
-
-/* One refusal, sent to the fs_events ring buffer. */
+/* One refusal, sent to the shared ring buffer (events.h). */
 struct fs_event {
-	__u64 cgroup_id;
+	struct oxs_event_header hdr; /* source OXS_SOURCE_FS */
 	__u64 ino;     /* the refused entry, 0 for one that did not exist */
 	__u64 matched[FS_NFA_WORDS]; /* FS_KIND_PATTERN: the final bits hit */
-	__u64 suppressed; /* the session's fs_flood.suppressed when sent */
 	__u32 dev;     /* kernel s_dev of the refused entry's filesystem */
 	__u32 pid;     /* tgid */
 	__u32 tid;

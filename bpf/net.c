@@ -106,18 +106,6 @@ struct {
 	__type(value, struct net_sk_info);
 } net_sk SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
-} net_events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} net_events_lost SEC(".maps");
-
 /* Force the event struct into BTF so bpf2go emits a Go type for it. */
 const struct net_event *unused_net_event __attribute__((unused));
 
@@ -164,17 +152,11 @@ static __always_inline void emit(__u8 op, __u8 reason, __u64 cgid, const __u32 a
 				 __u16 port, __u8 family, __u8 protocol, __u16 sock_type,
 				 bool task)
 {
-	struct net_event *e = bpf_ringbuf_reserve(&net_events, sizeof(*e), 0);
-	if (!e) {
-		__u32 zero = 0;
-		__u64 *lost = bpf_map_lookup_elem(&net_events_lost, &zero);
-		if (lost)
-			(*lost)++;
+	struct net_event *e = oxs_event_reserve(cgid, OXS_SOURCE_NET, sizeof(*e));
+	if (!e)
 		return;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
+	__builtin_memset((void *)e + sizeof(e->hdr), 0, sizeof(*e) - sizeof(e->hdr));
 	e->time_ns = bpf_ktime_get_boot_ns();
-	e->cgid = cgid;
 	if (task) {
 		__u64 pt = bpf_get_current_pid_tgid();
 		e->pid = pt >> 32;
@@ -189,7 +171,7 @@ static __always_inline void emit(__u8 op, __u8 reason, __u64 cgid, const __u32 a
 	__builtin_memcpy(e->addr, addr, 16);
 	e->port = port;
 	e->sock_type = sock_type;
-	bpf_ringbuf_submit(e, 0);
+	oxs_event_submit(e);
 }
 
 static __always_inline bool is_v4mapped(const __u32 a[4])

@@ -9,6 +9,8 @@
 
 #include <linux/types.h>
 
+#include "events.h"
+
 /* Session network policy (net_session.mode). */
 enum net_mode {
 	NET_MODE_NONE = 0,
@@ -113,10 +115,10 @@ struct net_listener_key {
 	__u8 _pad;
 };
 
-/* Ring-buffer record for every refusal. */
+/* One refusal, sent to the shared ring buffer (events.h). */
 struct net_event {
+	struct oxs_event_header hdr; /* source OXS_SOURCE_NET */
 	__u64 time_ns;  /* bpf_ktime_get_boot_ns */
-	__u64 cgid;
 	__u32 pid;      /* tgid */
 	__u32 tid;
 	__u32 uid;

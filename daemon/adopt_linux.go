@@ -323,25 +323,29 @@ func (s *Server) retirePinned(ctx context.Context) []string {
 	return notes
 }
 
-// reportUnaudited writes one audit record for the refusals g's programs
-// reported while no daemon read them (after a crash or kill -9): they were
-// enforced, but nobody can say more about them than how many there were.
+// reportUnaudited writes one audit record per layer for the refusals g's
+// programs reported while no daemon read them (after a crash or kill -9):
+// they were enforced, but nobody can say more about them than how many
+// there were. The layers share one ring buffer, pinned in each of their
+// generations: whichever is retired first drains it for both.
 func (s *Server) reportUnaudited(spec pinSpec, g loader.Generation) {
-	n, err := g.DrainEvents(spec.events)
+	counts, err := g.DrainEvents()
 	if err != nil {
 		s.zl.Warn().Str("layer", spec.layer).Err(err).Msg("refusals of the previous daemon's programs not counted")
-		return
 	}
-	if n == 0 || s.sink == nil {
-		return
-	}
-	s.zl.Warn().Str("layer", spec.layer).Uint64("refusals", n).
-		Msg("refusals enforced by the pinned programs while no daemon read them are not audited individually")
-	r := &audit.Record{
-		Message: fmt.Sprintf("%d %s refusals were enforced by the pinned programs while no daemon read them and are not audited individually", n, spec.layer),
-		Ox:      audit.Ox{Kind: audit.KindEventsLost, Layer: spec.audit, EventsLost: n},
-	}
-	if err := s.sink.Write(r); err != nil {
-		s.zl.Warn().Err(err).Msg("audit record of unaudited refusals lost")
+	for _, src := range []pinSpec{fsPins(), netPins()} {
+		n := counts[src.source]
+		if n == 0 || s.sink == nil {
+			continue
+		}
+		s.zl.Warn().Str("layer", src.layer).Uint64("refusals", n).
+			Msg("refusals enforced by the pinned programs while no daemon read them are not audited individually")
+		r := &audit.Record{
+			Message: fmt.Sprintf("%d %s refusals were enforced by the pinned programs while no daemon read them and are not audited individually", n, src.layer),
+			Ox:      audit.Ox{Kind: audit.KindEventsLost, Layer: src.audit, EventsLost: n},
+		}
+		if err := s.sink.Write(r); err != nil {
+			s.zl.Warn().Err(err).Msg("audit record of unaudited refusals lost")
+		}
 	}
 }

@@ -107,9 +107,7 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 	}
 
 	_, log2 := w.startDaemonProcess(t)
-	if !strings.Contains(log2.String(), "session "+attached+" (uid 65534) adopted") {
-		t.Fatalf("restarted daemon did not adopt %s:\n%s", attached, log2.String())
-	}
+	waitLog(t, log2, "session "+attached+" (uid 65534) adopted")
 	ids, _ := cgroupSessions(w)
 	if strings.Contains(strings.Join(ids, " "), runSession) {
 		t.Fatalf("the dead run session %s was not cleaned up: %v\n%s", runSession, ids, log2.String())
@@ -255,11 +253,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 	d2, log2 := w.startDaemonInNetns(t, target.Process.Pid)
 	// The socket answers before adoption is done: wait for its lines.
 	for _, want := range []string{"session " + ar.Session.ID + ": layers applied again", "retired generation " + gens[0].Dir} {
-		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(log2.String(), want); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("restarted daemon log lacks %q:\n%s", want, log2.String())
-			}
-		}
+		waitLog(t, log2, want)
 	}
 	gens2, keys2 := pinnedSessions(t, w, "net", "net_sessions")
 	if len(gens2) != 1 || gens2[0].N != gens[0].N+1 || !slices.Contains(keys2, g.CgroupID) {

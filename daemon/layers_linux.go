@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
@@ -45,6 +46,10 @@ type enforcement struct {
 	// (see pinned), pinErr why nothing could be pinned.
 	pins   []*pinnedSet
 	pinErr error
+
+	// ring is the ring buffer both layers report refusals in, nil when
+	// it could not be opened (and no BPF layer was built).
+	ring *bpfring.Ring
 }
 
 // buildEnforcement builds the layers. It never fails: a layer that cannot
@@ -60,14 +65,23 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 		zl.Error().Err(e.pinErr).Str("pin_dir", pinDir).
 			Msg("enforcement is NOT pinned: a crash or kill -9 of the daemon leaves attach sessions without their BPF rules until the next start applies them again")
 	}
+	ring, ringErr := bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: warn})
+	if ringErr != nil {
+		ringErr = fmt.Errorf("open the kernel event ring buffer: %w", ringErr)
+	} else {
+		e.ring = ring
+		zl.Info().Int("bytes", ring.Size()).Msg("kernel event ring buffer open")
+	}
 	switch {
 	case opts.Unavailable[session.LayerNetwork]:
 		e.netErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
+	case ringErr != nil:
+		e.netErr = ringErr
 	default:
 		parent, err := cgroup.ParentDir(opts.Cgroup)
 		if err == nil {
 			err = e.pinned(pinDir, netPins(), zl, func() (err error) {
-				e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Warn: warn})
+				e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Events: ring, Warn: warn})
 				return err
 			})
 		}
@@ -82,11 +96,13 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	switch {
 	case opts.Unavailable[session.LayerBPFLSM]:
 		e.fsErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
+	case ringErr != nil:
+		e.fsErr = ringErr
 	default:
 		e.fsErr = loader.ProbeBPFLSM()
 		if e.fsErr == nil {
 			err := e.pinned(pinDir, fsPins(), zl, func() (err error) {
-				e.fs, err = session.NewFSLayer(session.FSConfig{Warn: warn})
+				e.fs, err = session.NewFSLayer(session.FSConfig{Events: ring, Warn: warn})
 				return err
 			})
 			if err != nil {
@@ -99,6 +115,10 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 			Msg("BPF-LSM filesystem layer NOT built: run sessions use Landlock and the mount namespace; attach sessions get no filesystem rules (and are told so)")
 	} else {
 		zl.Info().Str("layer", session.LayerBPFLSM).Strs("hooks", e.fs.Hooks()).Msg("BPF-LSM filesystem layer built")
+	}
+	if e.fs == nil && e.net == nil && e.ring != nil {
+		e.ring.Close()
+		e.ring = nil
 	}
 	return e
 }
@@ -250,6 +270,11 @@ func (e *enforcement) close(zl zerolog.Logger) error {
 	if e.net != nil {
 		closeLayer(session.LayerNetwork, e.net.Close)
 	}
+	if e.ring != nil {
+		// What the pinned programs report from now on stays in the pinned
+		// ring buffer, counted by the next daemon (reportUnaudited).
+		errs = append(errs, e.ring.Close())
+	}
 	if !kept && len(e.pins) > 0 {
 		// Empty now, unless generations this daemon could not retire
 		// are left: those keep enforcing.
@@ -347,19 +372,20 @@ func (s *Server) reapply(ctx context.Context, st session.Status, c *policy.Compi
 }
 
 // pinSpec names a layer's pinned set, the map whose keys are the cgroup
-// ids of the sessions the layer confines, the ring buffer its programs
-// report refusals in and the layer their audit records name.
+// ids of the sessions the layer confines, the source its programs' records
+// carry in the shared ring buffer and the layer their audit records name.
 type pinSpec struct {
-	layer, set, sessionsMap, events string
-	audit                           audit.Layer
+	layer, set, sessionsMap string
+	source                  loader.Source
+	audit                   audit.Layer
 }
 
 func fsPins() pinSpec {
-	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", events: "fs_events", audit: audit.LayerBPFLSM}
+	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
 }
 
 func netPins() pinSpec {
-	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", events: "net_events", audit: audit.LayerCgroup}
+	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroup}
 }
 
 // pinnedSet is one layer's objects pinned by this daemon (gen) and the
@@ -404,6 +430,17 @@ func (e *enforcement) pinned(pinDir string, spec pinSpec, zl zerolog.Logger, bui
 	objs := after.Since(before)
 	if len(objs.Links) == 0 {
 		return fail(errors.New("the layer holds no BPF link of its own to pin"))
+	}
+	// The shared event maps were created before the layer: they are
+	// pinned with each layer that reports through them.
+	if e.ring != nil {
+		ids, err := e.ring.Maps().IDs()
+		if err != nil {
+			return fail(err)
+		}
+		for _, id := range ids {
+			objs.Maps[id] = true
+		}
 	}
 	gen, err := set.Pin(objs)
 	if err != nil {

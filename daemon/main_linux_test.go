@@ -610,3 +610,15 @@ func writeFile(t *testing.T, path, content string, uid int) {
 	os.Chown(filepath.Dir(path), uid, uid)
 	os.Chown(path, uid, uid)
 }
+
+// waitLog waits for a line of a daemon's log: the socket answers before
+// the daemon has adopted what an earlier one left, so its adoption lines
+// may come after the socket is up.
+func waitLog(t *testing.T, log *syncBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(log.String(), want); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon log lacks %q:\n%s", want, log.String())
+		}
+	}
+}

@@ -26,7 +26,7 @@ type Options struct {
 	Unavailable                                                          map[string]bool
 	Log                                                                  io.Writer
 	ResolverUpstream                                                     []string
-	MaxConns, MaxConnsPerUID                                             int
+	MaxConns, MaxConnsPerUID, KernelBuffer                               int
 }
 
 // Defaults the daemon flags show on every OS.

@@ -61,6 +61,10 @@ type Options struct {
 	StateDir string
 	// PinDir is DefaultPinDir unless set.
 	PinDir string
+	// KernelBuffer is the size in bytes of the ring buffer the BPF
+	// programs report refusals in (a power of two); 0 means
+	// policy.DefaultKernelBuffer.
+	KernelBuffer int
 	// Enforcers are pinned enforcement layers (see Enforcer).
 	Enforcers []Enforcer
 	// ResolverUpstream is the DNS upstream (host:port) of the network

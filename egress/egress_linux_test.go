@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
@@ -185,6 +187,7 @@ type fixture struct {
 	t       *testing.T
 	parent  string
 	enf     *Enforcer
+	ring    *bpfring.Ring
 	mu      sync.Mutex
 	events  []Event
 	refused []DNSRefusal
@@ -231,39 +234,47 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 			userRefusal(r)
 		}
 	}
-	enf, err := Attach(parent, cfg)
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		t.Skipf("SKIP: this kernel cannot load or attach the cgroup network programs: %v", err)
-	}
+	ring, err := bpfring.Open(bpfring.Options{})
 	if err != nil {
-		t.Fatalf("Attach: %v", err)
+		t.Fatalf("open the event ring buffer: %v", err)
 	}
-	f.enf = enf
-	rd, err := enf.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			ev, err := rd.Read()
+	var lost atomic.Uint64
+	if _, err := ring.Subscribe(loader.SourceNet, bpfring.Funcs{
+		OnRecord: func(_ bpfring.Header, raw []byte) {
+			ev, err := DecodeEvent(raw)
 			if err != nil {
+				t.Errorf("decode a network event: %v", err)
 				return
 			}
 			f.mu.Lock()
 			f.events = append(f.events, ev)
 			f.mu.Unlock()
-		}
-	}()
+		},
+		OnLost: func(n uint64) { lost.Add(n) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Events = ring.Maps()
+	enf, err := Attach(parent, cfg)
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		ring.Close()
+		t.Skipf("SKIP: this kernel cannot load or attach the cgroup network programs: %v", err)
+	}
+	if err != nil {
+		ring.Close()
+		t.Fatalf("Attach: %v", err)
+	}
+	f.enf = enf
+	f.ring = ring
 	t.Cleanup(func() {
-		if lost, err := rd.Lost(); err != nil || lost != 0 {
-			t.Errorf("lost events: %d, %v", lost, err)
-		}
-		rd.Close()
-		<-done
 		if err := enf.Close(); err != nil {
 			t.Errorf("Enforcer.Close: %v", err)
+		}
+		if err := ring.Close(); err != nil {
+			t.Errorf("close the event ring buffer: %v", err)
+		}
+		if n := lost.Load(); n != 0 {
+			t.Errorf("lost events: %d", n)
 		}
 	})
 	return f
@@ -513,10 +524,49 @@ func TestAllowlistIPRules(t *testing.T) {
 		{name: "loopback", op: "tcp", args: []string{"127.0.0.1:9"}, errno: perm, evOp: OpConnect, reason: ReasonLoopback, dest: "127.0.0.1:9"},
 		{name: "unix socketpair", op: "socketpair"},
 	})
-	rd, err := f.enf.Events()
-	if err == nil {
-		t.Error("a second event reader opened; records would be split between readers")
-		rd.Close()
+}
+
+// The network programs' refusals pass the session's flood-control bucket
+// of the shared ring buffer (bpf/events.h): a burst beyond it is counted,
+// not sent, and events plus suppressed equal the refusals exactly.
+func TestKernelFloodControl(t *testing.T) {
+	f := newFixture(t, Config{})
+	s := f.group(t, &policy.Network{Policy: policy.NetNone, Loopback: policy.LoopbackNone})
+	const n, burst = 5000, 100
+	if err := f.ring.StartSession(s.id, loader.SourceNet, 1, burst); err != nil {
+		t.Fatal(err)
+	}
+	defer f.ring.EndSession(s.id, loader.SourceNet)
+	start := time.Now()
+	r := run(t, s, "sendto-burst", ap(hostE, 9), fmt.Sprint(n))
+	elapsed := time.Since(start)
+	if r.Extra != fmt.Sprint(n) {
+		t.Fatalf("refused datagrams: %q of %d (%s %s)", r.Extra, n, r.Errno, r.Err)
+	}
+	f.ring.Drain()
+	c, err := f.ring.Counts(s.id, loader.SourceNet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := uint64(f.eventCount(s.id))
+	t.Logf("%d refusals in %v: %d events, %d suppressed", n, elapsed, events, c.Suppressed)
+	if c.Sent != events || events+c.Suppressed != n {
+		t.Errorf("sent %d, events read %d, suppressed %d: want sent = read and read + suppressed = %d", c.Sent, events, c.Suppressed, n)
+	}
+	// One event per second after the burst.
+	if most := uint64(burst) + uint64(elapsed.Seconds()) + 2; events < burst || events > most {
+		t.Errorf("%d events passed a bucket of burst %d and 1/s over %v: want %d to %d", events, burst, elapsed, burst, most)
+	}
+	f.mu.Lock()
+	var lastSuppressed uint64
+	for _, e := range f.events {
+		if e.CgroupID == s.id {
+			lastSuppressed = max(lastSuppressed, e.Suppressed)
+		}
+	}
+	f.mu.Unlock()
+	if lastSuppressed > c.Suppressed {
+		t.Errorf("an event carries suppressed %d, more than the final count %d", lastSuppressed, c.Suppressed)
 	}
 }
 

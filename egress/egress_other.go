@@ -5,7 +5,6 @@ package egress
 import (
 	"errors"
 	"net/netip"
-	"time"
 
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -26,13 +25,4 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) { return nil,
 func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) error       { return errUnsupported }
 func (e *Enforcer) RemoveSession(cgroupID uint64) error                      { return errUnsupported }
 func (e *Enforcer) Close() error                                             { return nil }
-func (e *Enforcer) Events() (*EventReader, error)                            { return nil, errUnsupported }
 func (e *Enforcer) Hostname(cgroupID uint64, addr netip.Addr) (string, bool) { return "", false }
-
-// EventReader reads kernel refusal events; unavailable here.
-type EventReader struct{}
-
-func (r *EventReader) Read() (Event, error)    { return Event{}, errUnsupported }
-func (r *EventReader) SetDeadline(t time.Time) {}
-func (r *EventReader) Lost() (uint64, error)   { return 0, errUnsupported }
-func (r *EventReader) Close() error            { return nil }

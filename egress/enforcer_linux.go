@@ -14,7 +14,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/loader"
@@ -29,9 +28,6 @@ type Enforcer struct {
 	links    []link.Link
 	resolver *Resolver
 	sessions map[uint64]*session
-	// reader is the open EventReader, if any: a second reader would
-	// silently take records from the first.
-	reader *EventReader
 	// local keeps net_local current once the first session is added.
 	local *localRoutes
 	stop  chan struct{}
@@ -63,6 +59,9 @@ type Config struct {
 	// Resolver configures the per-session DNS resolvers. A session whose
 	// policy is allowlist gets one; without it DNS is refused outright.
 	Resolver ResolverConfig
+	// Events are the maps the programs report refusals through (package
+	// audit/bpfring reads them; DecodeEvent decodes them). Required.
+	Events *loader.EventMaps
 }
 
 // Attach loads the network programs and attaches them to parentCgroupDir,
@@ -77,7 +76,7 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		return nil, fmt.Errorf("attach network programs: %s is not a directory", parentCgroupDir)
 	}
 	e := &Enforcer{sessions: make(map[uint64]*session)}
-	if err := loader.LoadNetObjects(&e.objs, nil); err != nil {
+	if err := loader.LoadNetPrograms(&e.objs, cfg.Events); err != nil {
 		return nil, fmt.Errorf("load network programs: %w", err)
 	}
 	attachments := []struct {
@@ -411,64 +410,4 @@ func bootTimeNs() (uint64, error) {
 		return 0, fmt.Errorf("read CLOCK_BOOTTIME: %w", err)
 	}
 	return uint64(ts.Nano()), nil
-}
-
-// EventReader reads the kernel's refusal events.
-type EventReader struct {
-	rd    *ringbuf.Reader
-	lost  *ebpf.Map
-	owner *Enforcer
-}
-
-// Events opens the reader of the refusal ring buffer. Only one can be open
-// at a time: records are consumed by whoever reads first.
-func (e *Enforcer) Events() (*EventReader, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.reader != nil {
-		return nil, errors.New("open network event ring buffer: a reader is already open")
-	}
-	rd, err := ringbuf.NewReader(e.objs.NetEvents)
-	if err != nil {
-		return nil, fmt.Errorf("open network event ring buffer: %w", err)
-	}
-	e.reader = &EventReader{rd: rd, lost: e.objs.NetEventsLost, owner: e}
-	return e.reader, nil
-}
-
-// Read blocks until the next event, the deadline, or Close
-// (os.ErrDeadlineExceeded / ringbuf.ErrClosed).
-func (r *EventReader) Read() (Event, error) {
-	rec, err := r.rd.Read()
-	if err != nil {
-		return Event{}, err
-	}
-	return DecodeEvent(rec.RawSample)
-}
-
-// SetDeadline makes Read return os.ErrDeadlineExceeded after t.
-func (r *EventReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
-
-// Lost returns how many events the kernel could not queue since load
-// (ring buffer full): the audit layer reports them as events_lost.
-func (r *EventReader) Lost() (uint64, error) {
-	var perCPU []uint64
-	if err := r.lost.Lookup(uint32(0), &perCPU); err != nil {
-		return 0, fmt.Errorf("read lost network events: %w", err)
-	}
-	var sum uint64
-	for _, n := range perCPU {
-		sum += n
-	}
-	return sum, nil
-}
-
-// Close stops the reader; a blocked Read returns.
-func (r *EventReader) Close() error {
-	r.owner.mu.Lock()
-	if r.owner.reader == r {
-		r.owner.reader = nil
-	}
-	r.owner.mu.Unlock()
-	return r.rd.Close()
 }

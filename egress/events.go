@@ -81,6 +81,9 @@ type Event struct {
 	// BootTimeNs is CLOCK_BOOTTIME when the kernel refused.
 	BootTimeNs uint64
 	CgroupID   uint64
+	// Suppressed is the session's flood-control count when the kernel
+	// sent the event (it only grows).
+	Suppressed uint64
 	// PID, TID, UID and Comm are zero for OpSkbEgress, which may run
 	// outside the sending task's context.
 	PID, TID, UID uint32
@@ -97,32 +100,35 @@ type Event struct {
 	Destination netip.AddrPort
 }
 
-// eventSize is sizeof(struct net_event).
-const eventSize = 72
+// eventSize is sizeof(struct net_event): the shared header (struct
+// oxs_event_header, bpf/events.h) and the network fields after it.
+const eventSize = 88
 
-// DecodeEvent decodes one ring-buffer record of bpf/net.c.
+// DecodeEvent decodes one record of bpf/net.c (source loader.SourceNet of
+// the shared ring buffer).
 func DecodeEvent(raw []byte) (Event, error) {
 	if len(raw) < eventSize {
 		return Event{}, fmt.Errorf("decode net event: %d bytes, want %d", len(raw), eventSize)
 	}
 	le := binary.LittleEndian
 	var e Event
-	e.BootTimeNs = le.Uint64(raw[0:])
 	e.CgroupID = le.Uint64(raw[8:])
-	e.PID = le.Uint32(raw[16:])
-	e.TID = le.Uint32(raw[20:])
-	e.UID = le.Uint32(raw[24:])
-	e.Op = Op(raw[28])
-	e.Reason = Reason(raw[29])
-	e.Family = raw[30]
-	e.Protocol = raw[31]
-	port := le.Uint16(raw[48:])
-	e.SockType = le.Uint16(raw[50:])
+	e.Suppressed = le.Uint64(raw[16:])
+	e.BootTimeNs = le.Uint64(raw[24:])
+	e.PID = le.Uint32(raw[32:])
+	e.TID = le.Uint32(raw[36:])
+	e.UID = le.Uint32(raw[40:])
+	e.Op = Op(raw[44])
+	e.Reason = Reason(raw[45])
+	e.Family = raw[46]
+	e.Protocol = raw[47]
+	port := le.Uint16(raw[64:])
+	e.SockType = le.Uint16(raw[66:])
 	if e.Op != OpSockCreate {
-		addr := netip.AddrFrom16([16]byte(raw[32:48])).Unmap()
+		addr := netip.AddrFrom16([16]byte(raw[48:64])).Unmap()
 		e.Destination = netip.AddrPortFrom(addr, port)
 	}
-	comm := raw[56:72]
+	comm := raw[72:88]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]
 	}

@@ -249,6 +249,24 @@ func runHelper(op string) int {
 			c.Close()
 		}
 		emit(helperResult{Extra: strconv.FormatInt(int64(time.Since(start))/int64(n), 10)})
+	case "sendto-burst":
+		// n UDP datagrams to args[0], each judged by sendmsg: Extra
+		// counts those refused with EPERM.
+		n, _ := strconv.Atoi(args[1])
+		ap := netip.MustParseAddrPort(args[0])
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			emit(resultOf(err))
+			return 0
+		}
+		sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+		refused := 0
+		for i := 0; i < n; i++ {
+			if err := unix.Sendto(fd, []byte("x"), 0, sa); errors.Is(err, unix.EPERM) {
+				refused++
+			}
+		}
+		emit(helperResult{Extra: strconv.Itoa(refused)})
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper op", op)
 		return 2

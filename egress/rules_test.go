@@ -162,22 +162,24 @@ func TestValidateNetwork(t *testing.T) {
 func TestDecodeEvent(t *testing.T) {
 	raw := make([]byte, eventSize)
 	le := binary.LittleEndian
-	le.PutUint64(raw[0:], 123)
+	le.PutUint32(raw[0:], 2) // OXS_SOURCE_NET
 	le.PutUint64(raw[8:], 77)
-	le.PutUint32(raw[16:], 1000)
-	le.PutUint32(raw[20:], 1001)
-	le.PutUint32(raw[24:], 5)
-	raw[28], raw[29], raw[30], raw[31] = byte(OpConnect), byte(ReasonPort), 10, 6
+	le.PutUint64(raw[16:], 9)
+	le.PutUint64(raw[24:], 123)
+	le.PutUint32(raw[32:], 1000)
+	le.PutUint32(raw[36:], 1001)
+	le.PutUint32(raw[40:], 5)
+	raw[44], raw[45], raw[46], raw[47] = byte(OpConnect), byte(ReasonPort), 10, 6
 	addr := netip.MustParseAddr("::ffff:198.18.0.1").As16()
-	copy(raw[32:], addr[:])
-	le.PutUint16(raw[48:], 8081)
-	le.PutUint16(raw[50:], 1)
-	copy(raw[56:], "curl")
+	copy(raw[48:], addr[:])
+	le.PutUint16(raw[64:], 8081)
+	le.PutUint16(raw[66:], 1)
+	copy(raw[72:], "curl")
 	e, err := DecodeEvent(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Event{BootTimeNs: 123, CgroupID: 77, PID: 1000, TID: 1001, UID: 5, Comm: "curl", Op: OpConnect,
+	want := Event{BootTimeNs: 123, CgroupID: 77, Suppressed: 9, PID: 1000, TID: 1001, UID: 5, Comm: "curl", Op: OpConnect,
 		Reason: ReasonPort, Family: 10, Protocol: 6, SockType: 1,
 		Destination: netip.MustParseAddrPort("198.18.0.1:8081")}
 	if e != want {

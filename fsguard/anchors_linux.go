@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -315,44 +314,4 @@ func (s globSlot) bpf() loader.FSGlob {
 		g.ExcludeOf = uint8(s.excludeOf + 1)
 	}
 	return g
-}
-
-// Defaults of the programs' per-session flood control: as many events as
-// audit.FloodControl admits records by default, so the kernel does not
-// suppress what userspace would have written.
-const (
-	DefaultFloodRate  = 100  // events per second, sustained
-	DefaultFloodBurst = 1000 // events at once
-)
-
-// SetFlood configures the per-session flood control of sessions added
-// from now on: burst events at once, then rate per second. Events over
-// it are counted (Suppressed), not sent. rate <= 0 disables it.
-func (g *Guard) SetFlood(rate float64, burst int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if rate <= 0 {
-		g.floodInterval, g.floodBurst = 0, 0
-		return
-	}
-	g.floodInterval = uint64(float64(time.Second) / rate)
-	g.floodBurst = g.floodInterval * uint64(max(burst-1, 0))
-}
-
-// EventCounts are a session's refusal counts since AddSession.
-type EventCounts struct {
-	// Sent is how many events the programs put in the ring buffer.
-	Sent uint64
-	// Suppressed is how many refusals flood control counted instead.
-	Suppressed uint64
-}
-
-// Counts returns the session's event counts. Once its tasks are gone they
-// are final: a reader that has seen Sent events has them all.
-func (g *Guard) Counts(cgroupID uint64) (EventCounts, error) {
-	var f loader.FSFlood
-	if err := g.progs.Flood.Lookup(cgroupID, &f); err != nil {
-		return EventCounts{}, fmt.Errorf("read event counts of cgroup %d: %w", cgroupID, err)
-	}
-	return EventCounts{Sent: f.Sent, Suppressed: f.Suppressed}, nil
 }

@@ -34,7 +34,9 @@
 // loads of modules, firmware and kexec images.
 //
 // Every refusal returns EACCES (EPERM for self-protection) and is one
-// Event; failed ring buffer reservations are counted (EventsLost).
+// record in the ring buffer all programs share (package audit/bpfring,
+// which counts failed reservations and keeps the flood control); Decode
+// turns a record into an Event.
 //
 // Known limits: an anchor must exist to be matched by inode (DenyRead
 // entries with Exists=false are not enforced here); an fd opened for

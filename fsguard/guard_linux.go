@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/mountinfo"
@@ -23,20 +21,13 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// ErrClosed is returned by ReadEvent after Close.
-var ErrClosed = errors.New("fsguard: closed")
-
 // Guard owns the loaded filesystem programs and the sessions in their maps.
 type Guard struct {
 	progs   *loader.FSPrograms
-	reader  *ringbuf.Reader
 	anchors *loader.AnchorResolver
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
-	// floodInterval and floodBurst configure the programs' per-session
-	// flood control (SetFlood).
-	floodInterval, floodBurst uint64
 }
 
 // session remembers what AddSession wrote, to remove it and to explain
@@ -49,15 +40,15 @@ type session struct {
 	nfa     *nfa
 	pattern []policy.ProtectedPattern
 	scopes  []loader.FSAnchorKey // deny-read glob scopes
-	flood   bool                 // the fs_flood entry was written
 	globs   []globSlot
 	globSrc []policy.NameGlob
 }
 
-// Load loads and attaches the filesystem programs. Nothing is enforced
-// until AddSession; Close detaches everything.
-func Load() (*Guard, error) {
-	progs, err := loader.LoadFS()
+// Load loads and attaches the filesystem programs, which report refusals
+// through events (package audit/bpfring reads them; Decode explains
+// them). Nothing is enforced until AddSession; Close detaches everything.
+func Load(events *loader.EventMaps) (*Guard, error) {
+	progs, err := loader.LoadFS(events)
 	if err != nil {
 		return nil, err
 	}
@@ -66,15 +57,7 @@ func Load() (*Guard, error) {
 		progs.Close()
 		return nil, err
 	}
-	rd, err := ringbuf.NewReader(progs.Events)
-	if err != nil {
-		anchors.Close()
-		progs.Close()
-		return nil, fmt.Errorf("open filesystem event ring buffer: %w", err)
-	}
-	g := &Guard{progs: progs, reader: rd, anchors: anchors, sessions: map[uint64]*session{}}
-	g.SetFlood(DefaultFloodRate, DefaultFloodBurst)
-	return g, nil
+	return &Guard{progs: progs, anchors: anchors, sessions: map[uint64]*session{}}, nil
 }
 
 // Hooks names the LSM hooks the programs are attached to.
@@ -175,13 +158,7 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		g.removeLocked(s)
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
-	if err := g.progs.Flood.Update(cgroupID, loader.FSFlood{}, ebpf.UpdateNoExist); err != nil {
-		g.removeLocked(s)
-		return fmt.Errorf("add filesystem session for cgroup %d: flood control entry: %w", cgroupID, err)
-	}
-	s.flood = true
-	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly,
-		FloodIntervalNs: g.floodInterval, FloodBurstNs: g.floodBurst}
+	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
 	sess.Nglobs = uint32(len(globs))
 	for k, slot := range globs {
 		sess.Globs[k] = slot.bpf()
@@ -233,11 +210,6 @@ func (g *Guard) removeLocked(s *session) error {
 			errs = append(errs, fmt.Errorf("delete protected name: %w", err))
 		}
 	}
-	if s.flood {
-		if err := g.progs.Flood.Delete(s.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("delete flood control entry: %w", err))
-		}
-	}
 	for _, k := range s.scopes {
 		if err := g.progs.GlobScopes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete deny-read glob scope: %w", err))
@@ -246,21 +218,15 @@ func (g *Guard) removeLocked(s *session) error {
 	return errors.Join(errs...)
 }
 
-// ReadEvent blocks until the next refusal and decodes it. It returns
-// ErrClosed once Close was called.
-func (g *Guard) ReadEvent() (Event, error) {
-	rec, err := g.reader.Read()
-	if err != nil {
-		if errors.Is(err, os.ErrClosed) {
-			return Event{}, ErrClosed
-		}
-		return Event{}, fmt.Errorf("read filesystem event: %w", err)
-	}
+// Decode explains one record of the filesystem programs (source
+// loader.SourceFS of the shared ring buffer): the rule that refused is
+// named while its session exists.
+func (g *Guard) Decode(sample []byte) (Event, error) {
 	var raw loader.FSEvent
-	if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
-		return Event{}, fmt.Errorf("filesystem event of %d bytes, want %d", len(rec.RawSample), unsafe.Sizeof(raw))
+	if len(sample) < int(unsafe.Sizeof(raw)) {
+		return Event{}, fmt.Errorf("filesystem event of %d bytes, want %d", len(sample), unsafe.Sizeof(raw))
 	}
-	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+	if err := binary.Read(bytes.NewReader(sample), binary.NativeEndian, &raw); err != nil {
 		return Event{}, fmt.Errorf("decode filesystem event: %w", err)
 	}
 	return g.decode(&raw), nil
@@ -268,7 +234,7 @@ func (g *Guard) ReadEvent() (Event, error) {
 
 func (g *Guard) decode(raw *loader.FSEvent) Event {
 	e := Event{
-		CgroupID:      raw.CgroupId,
+		CgroupID:      raw.Hdr.CgroupId,
 		PID:           raw.Pid,
 		TID:           raw.Tid,
 		UID:           raw.Uid,
@@ -281,7 +247,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		PathTruncated: raw.Flags&1 != 0,
 		Kind:          Kind(raw.Kind),
 		Depth:         raw.Depth,
-		Suppressed:    raw.Suppressed,
+		Suppressed:    raw.Hdr.Suppressed,
 	}
 	off := min(int(raw.PathOff), len(raw.Path))
 	buf := make([]byte, off)
@@ -301,7 +267,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 	}
 
 	g.mu.Lock()
-	s := g.sessions[raw.CgroupId]
+	s := g.sessions[raw.Hdr.CgroupId]
 	g.mu.Unlock()
 	switch {
 	case s == nil:
@@ -371,23 +337,7 @@ func mountedPath(kdev uint32, fsPath string) string {
 	return path.Join(best, strings.TrimPrefix(fsPath, bestRoot))
 }
 
-// EventsLost is the number of refusals the programs could not report
-// because the ring buffer was full.
-func (g *Guard) EventsLost() (uint64, error) {
-	var perCPU []uint64
-	if err := g.progs.EventsLost.Lookup(uint32(0), &perCPU); err != nil {
-		return 0, fmt.Errorf("read lost filesystem events: %w", err)
-	}
-	var sum uint64
-	for _, n := range perCPU {
-		sum += n
-	}
-	return sum, nil
-}
-
-// Close detaches the programs (every session stops being enforced) and
-// unblocks ReadEvent.
+// Close detaches the programs: every session stops being enforced.
 func (g *Guard) Close() error {
-	errs := []error{g.reader.Close(), g.progs.Close(), g.anchors.Close()}
-	return errors.Join(errs...)
+	return errors.Join(g.progs.Close(), g.anchors.Close())
 }

@@ -4,10 +4,12 @@ package fsguard_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -16,8 +18,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/fsguard"
 	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/loader"
 )
 
 // requireBPFLSM skips (fails in the VM) unless an independent, hand-made
@@ -57,30 +61,38 @@ func requireBPFLSM(t testing.TB) {
 // every program, which takes seconds under qemu TCG. TestMain closes it.
 var shared struct {
 	once   sync.Once
+	ring   *bpfring.Ring
 	guard  *fsguard.Guard
 	err    error
 	events chan fsguard.Event
+	lost   atomic.Uint64
 }
 
 func loadGuard(t testing.TB) *fsguard.Guard {
 	t.Helper()
 	requireBPFLSM(t)
 	shared.once.Do(func() {
-		shared.guard, shared.err = fsguard.Load()
+		shared.ring, shared.err = bpfring.Open(bpfring.Options{})
 		if shared.err != nil {
 			return
 		}
+		shared.guard, shared.err = fsguard.Load(shared.ring.Maps())
+		if shared.err != nil {
+			shared.ring.Close()
+			shared.ring = nil
+			return
+		}
 		shared.events = make(chan fsguard.Event, 4096)
-		go func() {
-			defer close(shared.events)
-			for {
-				ev, err := shared.guard.ReadEvent()
+		_, shared.err = shared.ring.Subscribe(loader.SourceFS, bpfring.Funcs{
+			OnRecord: func(_ bpfring.Header, raw []byte) {
+				ev, err := shared.guard.Decode(raw)
 				if err != nil {
-					return
+					panic(fmt.Sprintf("decode a filesystem event: %v", err))
 				}
 				shared.events <- ev
-			}
-		}()
+			},
+			OnLost: func(n uint64) { shared.lost.Add(n) },
+		})
 	})
 	if shared.err != nil {
 		t.Fatalf("fsguard.Load() = %v", shared.err)
@@ -92,7 +104,8 @@ func closeSharedGuard() error {
 	if shared.guard == nil {
 		return nil
 	}
-	return shared.guard.Close()
+	err := shared.guard.Close()
+	return errors.Join(err, shared.ring.Close())
 }
 
 func TestLoadAttachesEveryHook(t *testing.T) {

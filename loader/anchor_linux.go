@@ -12,7 +12,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // AnchorID is an inode as the kernel names it in the BPF-LSM walk.
@@ -32,9 +31,7 @@ type AnchorResolver struct {
 // process id is fixed at load time: a process that forks must load its
 // own.
 func LoadAnchorResolver() (*AnchorResolver, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
-	}
+	raiseMemlock()
 	spec, err := loadAnchor()
 	if err != nil {
 		return nil, fmt.Errorf("load anchor resolver spec: %w", err)

@@ -22,33 +22,25 @@ type fsFsAnchorKey struct {
 }
 
 type fsFsEvent struct {
-	_          structs.HostLayout
-	CgroupId   uint64
-	Ino        uint64
-	Matched    [4]uint64
-	Suppressed uint64
-	Dev        uint32
-	Pid        uint32
-	Tid        uint32
-	Uid        uint32
-	Op         uint32
-	Errno      int32
-	Kind       uint32
-	RuleId     uint32
-	Depth      uint32
-	Flags      uint32
-	PathOff    uint16
-	Family     uint16
-	TargetPid  uint32
-	Comm       [16]int8
-	Path       [1024]int8
-}
-
-type fsFsFloodBucket struct {
-	_          structs.HostLayout
-	Tat        uint64
-	Suppressed uint64
-	Sent       uint64
+	_         structs.HostLayout
+	Hdr       fsOxsEventHeader
+	Ino       uint64
+	Matched   [4]uint64
+	Dev       uint32
+	Pid       uint32
+	Tid       uint32
+	Uid       uint32
+	Op        uint32
+	Errno     int32
+	Kind      uint32
+	RuleId    uint32
+	Depth     uint32
+	Flags     uint32
+	PathOff   uint16
+	Family    uint16
+	TargetPid uint32
+	Comm      [16]int8
+	Path      [1024]int8
 }
 
 type fsFsGlob struct {
@@ -80,18 +72,40 @@ type fsFsRule struct {
 }
 
 type fsFsSession struct {
-	_               structs.HostLayout
-	Start           [4]uint64
-	Final           [4]uint64
-	Wildcard        [4]uint64
-	DirOnly         [4]uint64
-	FileOnly        [4]uint64
-	Zero            uint64
-	FloodIntervalNs uint64
-	FloodBurstNs    uint64
-	Flags           uint32
-	Nglobs          uint32
-	Globs           [8]fsFsGlob
+	_        structs.HostLayout
+	Start    [4]uint64
+	Final    [4]uint64
+	Wildcard [4]uint64
+	DirOnly  [4]uint64
+	FileOnly [4]uint64
+	Zero     uint64
+	Flags    uint32
+	Nglobs   uint32
+	Globs    [8]fsFsGlob
+}
+
+type fsOxsEventHeader struct {
+	_          structs.HostLayout
+	Source     uint32
+	Pad        uint32
+	CgroupId   uint64
+	Suppressed uint64
+}
+
+type fsOxsFloodBucket struct {
+	_          structs.HostLayout
+	IntervalNs uint64
+	BurstNs    uint64
+	Tat        uint64
+	Suppressed uint64
+	Sent       uint64
+}
+
+type fsOxsFloodKey struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	Source   uint32
+	Pad      uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -99,12 +113,12 @@ type fsFsSession struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	fsMapFsAnchors              = "fs_anchors"
-	fsMapFsEvents               = "fs_events"
-	fsMapFsEventsLost           = "fs_events_lost"
-	fsMapFsFlood                = "fs_flood"
 	fsMapFsGlobScopes           = "fs_glob_scopes"
 	fsMapFsNames                = "fs_names"
 	fsMapFsSessions             = "fs_sessions"
+	fsMapOxsEvents              = "oxs_events"
+	fsMapOxsEventsLost          = "oxs_events_lost"
+	fsMapOxsFlood               = "oxs_flood"
 	fsProgFsBpf                 = "fs_bpf"
 	fsProgFsFileIoctl           = "fs_file_ioctl"
 	fsProgFsFileMprotect        = "fs_file_mprotect"
@@ -139,6 +153,9 @@ const (
 	fsProgFsUnixMaySend         = "fs_unix_may_send"
 	fsProgFsUnixStreamConnect   = "fs_unix_stream_connect"
 	fsVarUnusedFsEvent          = "unused_fs_event"
+	fsVarUnusedOxsEventHeader   = "unused_oxs_event_header"
+	fsVarUnusedOxsFloodBucket   = "unused_oxs_flood_bucket"
+	fsVarUnusedOxsFloodKey      = "unused_oxs_flood_key"
 )
 
 // loadFs returns the embedded CollectionSpec for fs.
@@ -222,20 +239,23 @@ type fsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsMapSpecs struct {
-	FsAnchors    *ebpf.MapSpec `ebpf:"fs_anchors"`
-	FsEvents     *ebpf.MapSpec `ebpf:"fs_events"`
-	FsEventsLost *ebpf.MapSpec `ebpf:"fs_events_lost"`
-	FsFlood      *ebpf.MapSpec `ebpf:"fs_flood"`
-	FsGlobScopes *ebpf.MapSpec `ebpf:"fs_glob_scopes"`
-	FsNames      *ebpf.MapSpec `ebpf:"fs_names"`
-	FsSessions   *ebpf.MapSpec `ebpf:"fs_sessions"`
+	FsAnchors     *ebpf.MapSpec `ebpf:"fs_anchors"`
+	FsGlobScopes  *ebpf.MapSpec `ebpf:"fs_glob_scopes"`
+	FsNames       *ebpf.MapSpec `ebpf:"fs_names"`
+	FsSessions    *ebpf.MapSpec `ebpf:"fs_sessions"`
+	OxsEvents     *ebpf.MapSpec `ebpf:"oxs_events"`
+	OxsEventsLost *ebpf.MapSpec `ebpf:"oxs_events_lost"`
+	OxsFlood      *ebpf.MapSpec `ebpf:"oxs_flood"`
 }
 
 // fsVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsVariableSpecs struct {
-	UnusedFsEvent *ebpf.VariableSpec `ebpf:"unused_fs_event"`
+	UnusedFsEvent        *ebpf.VariableSpec `ebpf:"unused_fs_event"`
+	UnusedOxsEventHeader *ebpf.VariableSpec `ebpf:"unused_oxs_event_header"`
+	UnusedOxsFloodBucket *ebpf.VariableSpec `ebpf:"unused_oxs_flood_bucket"`
+	UnusedOxsFloodKey    *ebpf.VariableSpec `ebpf:"unused_oxs_flood_key"`
 }
 
 // fsObjects contains all objects after they have been loaded into the kernel.
@@ -258,24 +278,24 @@ func (o *fsObjects) Close() error {
 //
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsMaps struct {
-	FsAnchors    *ebpf.Map `ebpf:"fs_anchors"`
-	FsEvents     *ebpf.Map `ebpf:"fs_events"`
-	FsEventsLost *ebpf.Map `ebpf:"fs_events_lost"`
-	FsFlood      *ebpf.Map `ebpf:"fs_flood"`
-	FsGlobScopes *ebpf.Map `ebpf:"fs_glob_scopes"`
-	FsNames      *ebpf.Map `ebpf:"fs_names"`
-	FsSessions   *ebpf.Map `ebpf:"fs_sessions"`
+	FsAnchors     *ebpf.Map `ebpf:"fs_anchors"`
+	FsGlobScopes  *ebpf.Map `ebpf:"fs_glob_scopes"`
+	FsNames       *ebpf.Map `ebpf:"fs_names"`
+	FsSessions    *ebpf.Map `ebpf:"fs_sessions"`
+	OxsEvents     *ebpf.Map `ebpf:"oxs_events"`
+	OxsEventsLost *ebpf.Map `ebpf:"oxs_events_lost"`
+	OxsFlood      *ebpf.Map `ebpf:"oxs_flood"`
 }
 
 func (m *fsMaps) Close() error {
 	return _FsClose(
 		m.FsAnchors,
-		m.FsEvents,
-		m.FsEventsLost,
-		m.FsFlood,
 		m.FsGlobScopes,
 		m.FsNames,
 		m.FsSessions,
+		m.OxsEvents,
+		m.OxsEventsLost,
+		m.OxsFlood,
 	)
 }
 
@@ -283,7 +303,10 @@ func (m *fsMaps) Close() error {
 //
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsVariables struct {
-	UnusedFsEvent *ebpf.Variable `ebpf:"unused_fs_event"`
+	UnusedFsEvent        *ebpf.Variable `ebpf:"unused_fs_event"`
+	UnusedOxsEventHeader *ebpf.Variable `ebpf:"unused_oxs_event_header"`
+	UnusedOxsFloodBucket *ebpf.Variable `ebpf:"unused_oxs_flood_bucket"`
+	UnusedOxsFloodKey    *ebpf.Variable `ebpf:"unused_oxs_flood_key"`
 }
 
 // fsPrograms contains all programs after they have been loaded into the kernel.

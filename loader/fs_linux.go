@@ -12,7 +12,6 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // The types bpf/fs.h shares with userspace; package fsguard fills and
@@ -25,7 +24,6 @@ type (
 	FSNameBits  = fsFsNameBits
 	FSEvent     = fsFsEvent
 	FSGlob      = fsFsGlob
-	FSFlood     = fsFsFloodBucket
 )
 
 // FSPrograms are the filesystem BPF-LSM programs (bpf/fs.c), loaded and
@@ -36,9 +34,6 @@ type FSPrograms struct {
 	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
 	GlobScopes *ebpf.Map // FSAnchorKey -> bitmask of FSSession.Globs
-	Flood      *ebpf.Map // cgroup id -> FSFlood
-	Events     *ebpf.Map // ring buffer of FSEvent
-	EventsLost *ebpf.Map // per-CPU count of failed reservations
 
 	// Attached names the LSM hooks attached.
 	Attached []string
@@ -62,13 +57,12 @@ var fsOptional = map[string]string{
 	"file_truncate": "fs_file_truncate", // 6.2+; path_truncate covers ftruncate before
 }
 
-// LoadFS loads the filesystem programs and attaches every one of them. It
-// fails, leaving nothing loaded, when any program does not load or attach:
-// a partial set would leave ways to change files unguarded.
-func LoadFS() (*FSPrograms, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
-	}
+// LoadFS loads the filesystem programs, reporting refusals (FSEvent)
+// through events, and attaches every one of them. It fails, leaving
+// nothing loaded, when any program does not load or attach: a partial set
+// would leave ways to change files unguarded.
+func LoadFS(events *EventMaps) (*FSPrograms, error) {
+	raiseMemlock()
 	if err := fsKernelFeatures(); err != nil {
 		return nil, err
 	}
@@ -104,7 +98,13 @@ func LoadFS() (*FSPrograms, error) {
 		}
 	}
 
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
+	shared, err := events.share(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load filesystem programs: %w", err)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
+		Programs: ebpf.ProgramOptions{KernelTypes: kernel}, MapReplacements: shared,
+	})
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -117,9 +117,6 @@ func LoadFS() (*FSPrograms, error) {
 		Anchors:    coll.Maps["fs_anchors"],
 		Names:      coll.Maps["fs_names"],
 		GlobScopes: coll.Maps["fs_glob_scopes"],
-		Flood:      coll.Maps["fs_flood"],
-		Events:     coll.Maps["fs_events"],
-		EventsLost: coll.Maps["fs_events_lost"],
 		Skipped:    skipped,
 		coll:       coll,
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // MkdirDenier is the smallest complete BPF-LSM policy: while attached, it
@@ -23,9 +22,7 @@ type MkdirDenier struct {
 // LoadMkdirDenier loads the program and attaches it to the path_mkdir LSM
 // hook. Until DenyCgroup is called it allows everything.
 func LoadMkdirDenier() (*MkdirDenier, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
-	}
+	raiseMemlock()
 	var d MkdirDenier
 	if err := loadMkdirDenyObjects(&d.objs, nil); err != nil {
 		return nil, fmt.Errorf("load mkdir deny program: %w", err)

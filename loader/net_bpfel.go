@@ -29,9 +29,15 @@ type NetNetAllowVal struct {
 }
 
 type NetNetEvent struct {
-	_        structs.HostLayout
+	_   structs.HostLayout
+	Hdr struct {
+		_          structs.HostLayout
+		Source     uint32
+		Pad        uint32
+		CgroupId   uint64
+		Suppressed uint64
+	}
 	TimeNs   uint64
-	Cgid     uint64
 	Pid      uint32
 	Tid      uint32
 	Uid      uint32
@@ -93,28 +99,48 @@ type NetNetSkInfo struct {
 	AllowedLocal uint8
 }
 
+type NetOxsFloodBucket struct {
+	_          structs.HostLayout
+	IntervalNs uint64
+	BurstNs    uint64
+	Tat        uint64
+	Suppressed uint64
+	Sent       uint64
+}
+
+type NetOxsFloodKey struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	Source   uint32
+	Pad      uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	NetMapNetAllow        = "net_allow"
-	NetMapNetEvents       = "net_events"
-	NetMapNetEventsLost   = "net_events_lost"
-	NetMapNetLocal        = "net_local"
-	NetMapNetResolvers    = "net_resolvers"
-	NetMapNetSessions     = "net_sessions"
-	NetMapNetSk           = "net_sk"
-	NetProgNetConnect4    = "net_connect4"
-	NetProgNetConnect6    = "net_connect6"
-	NetProgNetEgressFloor = "net_egress_floor"
-	NetProgNetPostBind4   = "net_post_bind4"
-	NetProgNetPostBind6   = "net_post_bind6"
-	NetProgNetRecvmsg4    = "net_recvmsg4"
-	NetProgNetRecvmsg6    = "net_recvmsg6"
-	NetProgNetSendmsg4    = "net_sendmsg4"
-	NetProgNetSendmsg6    = "net_sendmsg6"
-	NetProgNetSockCreate  = "net_sock_create"
-	NetVarUnusedNetEvent  = "unused_net_event"
+	NetMapNetAllow             = "net_allow"
+	NetMapNetLocal             = "net_local"
+	NetMapNetResolvers         = "net_resolvers"
+	NetMapNetSessions          = "net_sessions"
+	NetMapNetSk                = "net_sk"
+	NetMapOxsEvents            = "oxs_events"
+	NetMapOxsEventsLost        = "oxs_events_lost"
+	NetMapOxsFlood             = "oxs_flood"
+	NetProgNetConnect4         = "net_connect4"
+	NetProgNetConnect6         = "net_connect6"
+	NetProgNetEgressFloor      = "net_egress_floor"
+	NetProgNetPostBind4        = "net_post_bind4"
+	NetProgNetPostBind6        = "net_post_bind6"
+	NetProgNetRecvmsg4         = "net_recvmsg4"
+	NetProgNetRecvmsg6         = "net_recvmsg6"
+	NetProgNetSendmsg4         = "net_sendmsg4"
+	NetProgNetSendmsg6         = "net_sendmsg6"
+	NetProgNetSockCreate       = "net_sock_create"
+	NetVarUnusedNetEvent       = "unused_net_event"
+	NetVarUnusedOxsEventHeader = "unused_oxs_event_header"
+	NetVarUnusedOxsFloodBucket = "unused_oxs_flood_bucket"
+	NetVarUnusedOxsFloodKey    = "unused_oxs_flood_key"
 )
 
 // LoadNet returns the embedded CollectionSpec for Net.
@@ -176,19 +202,23 @@ type NetProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type NetMapSpecs struct {
 	NetAllow      *ebpf.MapSpec `ebpf:"net_allow"`
-	NetEvents     *ebpf.MapSpec `ebpf:"net_events"`
-	NetEventsLost *ebpf.MapSpec `ebpf:"net_events_lost"`
 	NetLocal      *ebpf.MapSpec `ebpf:"net_local"`
 	NetResolvers  *ebpf.MapSpec `ebpf:"net_resolvers"`
 	NetSessions   *ebpf.MapSpec `ebpf:"net_sessions"`
 	NetSk         *ebpf.MapSpec `ebpf:"net_sk"`
+	OxsEvents     *ebpf.MapSpec `ebpf:"oxs_events"`
+	OxsEventsLost *ebpf.MapSpec `ebpf:"oxs_events_lost"`
+	OxsFlood      *ebpf.MapSpec `ebpf:"oxs_flood"`
 }
 
 // NetVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type NetVariableSpecs struct {
-	UnusedNetEvent *ebpf.VariableSpec `ebpf:"unused_net_event"`
+	UnusedNetEvent       *ebpf.VariableSpec `ebpf:"unused_net_event"`
+	UnusedOxsEventHeader *ebpf.VariableSpec `ebpf:"unused_oxs_event_header"`
+	UnusedOxsFloodBucket *ebpf.VariableSpec `ebpf:"unused_oxs_flood_bucket"`
+	UnusedOxsFloodKey    *ebpf.VariableSpec `ebpf:"unused_oxs_flood_key"`
 }
 
 // NetObjects contains all objects after they have been loaded into the kernel.
@@ -212,23 +242,25 @@ func (o *NetObjects) Close() error {
 // It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NetMaps struct {
 	NetAllow      *ebpf.Map `ebpf:"net_allow"`
-	NetEvents     *ebpf.Map `ebpf:"net_events"`
-	NetEventsLost *ebpf.Map `ebpf:"net_events_lost"`
 	NetLocal      *ebpf.Map `ebpf:"net_local"`
 	NetResolvers  *ebpf.Map `ebpf:"net_resolvers"`
 	NetSessions   *ebpf.Map `ebpf:"net_sessions"`
 	NetSk         *ebpf.Map `ebpf:"net_sk"`
+	OxsEvents     *ebpf.Map `ebpf:"oxs_events"`
+	OxsEventsLost *ebpf.Map `ebpf:"oxs_events_lost"`
+	OxsFlood      *ebpf.Map `ebpf:"oxs_flood"`
 }
 
 func (m *NetMaps) Close() error {
 	return _NetClose(
 		m.NetAllow,
-		m.NetEvents,
-		m.NetEventsLost,
 		m.NetLocal,
 		m.NetResolvers,
 		m.NetSessions,
 		m.NetSk,
+		m.OxsEvents,
+		m.OxsEventsLost,
+		m.OxsFlood,
 	)
 }
 
@@ -236,7 +268,10 @@ func (m *NetMaps) Close() error {
 //
 // It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NetVariables struct {
-	UnusedNetEvent *ebpf.Variable `ebpf:"unused_net_event"`
+	UnusedNetEvent       *ebpf.Variable `ebpf:"unused_net_event"`
+	UnusedOxsEventHeader *ebpf.Variable `ebpf:"unused_oxs_event_header"`
+	UnusedOxsFloodBucket *ebpf.Variable `ebpf:"unused_oxs_flood_bucket"`
+	UnusedOxsFloodKey    *ebpf.Variable `ebpf:"unused_oxs_flood_key"`
 }
 
 // NetPrograms contains all programs after they have been loaded into the kernel.

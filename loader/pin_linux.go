@@ -21,6 +21,7 @@ package loader
 // does, a cgroup hook when any program in the chain does.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -325,30 +326,37 @@ func (g Generation) SessionKeys(name string) ([]uint64, error) {
 }
 
 // DrainEvents reads and discards every record queued in g's pinned ring
-// buffer name and returns how many there were: refusals its programs
-// reported after the process reading them was gone. Only the count is
-// taken, as the record layout is the one of the binary that loaded g.
-func (g Generation) DrainEvents(name string) (uint64, error) {
+// buffer (bpf/events.h) and counts them by source: refusals its programs
+// reported after the process reading them was gone. Only the header's
+// source is read; the rest of a record has the layout of the binary that
+// loaded g.
+func (g Generation) DrainEvents() (map[Source]uint64, error) {
+	name := eventRingMap
 	m, err := ebpf.LoadPinnedMap(filepath.Join(g.Dir, "maps", name), nil)
 	if err != nil {
-		return 0, fmt.Errorf("open pinned ring buffer %s of %s: %w", name, g.Dir, err)
+		return nil, fmt.Errorf("open pinned ring buffer %s of %s: %w", name, g.Dir, err)
 	}
 	defer m.Close()
 	rd, err := ringbuf.NewReader(m)
 	if err != nil {
-		return 0, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
+		return nil, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
 	}
 	defer rd.Close()
 	rd.SetDeadline(time.Now())
-	var n uint64
+	counts := map[Source]uint64{}
 	for {
-		if _, err := rd.Read(); err != nil {
+		rec, err := rd.Read()
+		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return n, nil
+				return counts, nil
 			}
-			return n, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
+			return counts, fmt.Errorf("read pinned ring buffer %s of %s: %w", name, g.Dir, err)
 		}
-		n++
+		var src Source
+		if len(rec.RawSample) >= 4 {
+			src = Source(binary.NativeEndian.Uint32(rec.RawSample))
+		}
+		counts[src]++
 	}
 }
 

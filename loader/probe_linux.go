@@ -13,7 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,9 +37,10 @@ func probeBPFLSM() error {
 	prog, err := newProgram(spec, probeProgProbeLsmFileOpen)
 	if errors.Is(err, unix.EPERM) {
 		// cilium/ebpf suggests RLIMIT_MEMLOCK on EPERM; newProgram has
-		// already lifted it, so point at the real suspects instead.
-		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: refused with EPERM although RLIMIT_MEMLOCK is unlimited "+
-			"(needs CAP_BPF and CAP_MAC_ADMIN as root; some kernels or hypervisor sandboxes forbid LSM programs): %w", err)
+		// already lifted it as far as it may, so point at the usual
+		// suspects first.
+		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: refused with EPERM "+
+			"(needs CAP_BPF and CAP_MAC_ADMIN as root; some kernels or hypervisor sandboxes forbid LSM programs; before Linux 5.11 also a high enough RLIMIT_MEMLOCK): %w", err)
 	}
 	if err != nil {
 		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: %w", err)
@@ -96,11 +96,7 @@ func newProgram(spec *ebpf.CollectionSpec, name string) (*ebpf.Program, error) {
 	if !ok {
 		return nil, fmt.Errorf("program %s missing from embedded object", name)
 	}
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
-	// ignore it, so this only matters on old kernels and never hurts.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
-	}
+	raiseMemlock()
 	return ebpf.NewProgram(progSpec)
 }
 

@@ -353,7 +353,7 @@ func compile(m *merged, opts LoadOptions, ws Anchor, wsSrc string) (*Compiled, e
 	c.Env.Passthrough = slices.Clone(m.strings("env.passthrough"))
 	c.Limits = Limits{PidsMax: m.integer("limits.pids_max"), MemoryMax: m.integer("limits.memory_max")}
 	audit := absPath(m.str("audit.path"), opts.Home, ws.Path)
-	c.Audit = Audit{Path: audit, Journald: m.boolean("audit.journald")}
+	c.Audit = Audit{Path: audit, Journald: m.boolean("audit.journald"), KernelBuffer: m.integer("audit.kernel_buffer")}
 
 	c.Permissions = Permissions{Default: Action(m.str("permissions.default")), Rules: slices.Clone(m.rules)}
 	if len(m.agents) > 0 {

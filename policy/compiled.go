@@ -251,6 +251,10 @@ type Audit struct {
 	// Journald also sends every record to systemd-journald (the file
 	// stays the record of truth).
 	Journald bool `json:"journald,omitempty"`
+	// KernelBuffer is the size in bytes of the ring buffer the BPF
+	// programs report refusals in, for a standalone run or attach (the
+	// daemon's is its --kernel-buffer flag). 0 means DefaultKernelBuffer.
+	KernelBuffer int64 `json:"kernel_buffer,omitempty"`
 }
 
 // Action is a permission rule's verdict.

@@ -255,6 +255,11 @@ func (d *doc) decodeValue(path []string, spec keySpec, v any) (setting, error) {
 		default:
 			return s, d.typeError(path, spec.kind.String(), v)
 		}
+		if spec.checkNum != nil {
+			if err := spec.checkNum(s.val.(int64)); err != nil {
+				return s, d.valueError(path, err, spec.hint)
+			}
+		}
 	case kindStrings:
 		arr, ok := v.([]any)
 		if !ok {

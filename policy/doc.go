@@ -57,7 +57,9 @@
 //	              ask_timeout_seconds (1..600)
 //	[env]         passthrough, scrub
 //	[limits]      pids_max, memory_max ("2G" or bytes)
-//	[audit]       path, journald (also send every record to systemd-journald)
+//	[audit]       path, journald (also send every record to systemd-journald),
+//	              kernel_buffer (the BPF refusal ring buffer: a power of two,
+//	              64K..1G, default "4M"; locks may only raise it)
 //	[permissions] default; [[permissions.rules]] tool, pattern, action
 //	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
 //	[managed]     locked (managed files only)

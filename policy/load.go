@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"io"
 )
 
@@ -16,6 +17,33 @@ const ManagedDirEnv = "OXSUPERVISE_MANAGED_DIR"
 // DefaultAuditPath is where the audit log goes unless audit.path or
 // --audit-log says otherwise.
 const DefaultAuditPath = "/var/log/oxsupervise/audit.jsonl"
+
+// DefaultKernelBuffer is the default size of the ring buffer the BPF
+// programs report refusals in (audit.kernel_buffer): about 3 500
+// filesystem refusals, more than a session's flood-control burst.
+const DefaultKernelBuffer = 4 << 20
+
+// ParseKernelBuffer reads a ring buffer size as audit.kernel_buffer takes
+// it ("16M" or bytes), for the daemon's --kernel-buffer flag.
+func ParseKernelBuffer(s string) (int64, error) {
+	n, err := parseSize(s)
+	if err == nil {
+		err = checkKernelBuffer(n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kernel buffer %q: %w", s, err)
+	}
+	return n, nil
+}
+
+// checkKernelBuffer accepts ring buffer sizes every kernel and page size
+// takes: a power of two from 64 KiB to 1 GiB.
+func checkKernelBuffer(n int64) error {
+	if n < 64<<10 || n > 1<<30 || n&(n-1) != 0 {
+		return fmt.Errorf("%d bytes is not a power of two from 64K to 1G", n)
+	}
+	return nil
+}
 
 // LoadOptions are the inputs of Load besides the files themselves.
 type LoadOptions struct {

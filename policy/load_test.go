@@ -319,6 +319,14 @@ func TestKeys(t *testing.T) {
 			if c.Audit.Path != filepath.Join(f.home, "audit.jsonl") {
 				t.Errorf("audit %q", c.Audit.Path)
 			}
+			if c.Audit.KernelBuffer != DefaultKernelBuffer {
+				t.Errorf("default kernel buffer %d, want %d", c.Audit.KernelBuffer, DefaultKernelBuffer)
+			}
+		}},
+		{"audit kernel buffer", "[audit]\nkernel_buffer = \"16M\"\n", nil, func(t *testing.T, f *fixture, c *Compiled) {
+			if c.Audit.KernelBuffer != 16<<20 {
+				t.Errorf("kernel buffer %d, want 16M", c.Audit.KernelBuffer)
+			}
 		}},
 		{"permissions", "[permissions]\ndefault = \"deny\"\n[[permissions.rules]]\ntool = \"bash\"\npattern = \"git *\"\naction = \"allow\"\n[[permissions.rules]]\ntool = \"read\"\naction = \"allow\"\n", nil, func(t *testing.T, f *fixture, c *Compiled) {
 			p := c.Permissions
@@ -437,7 +445,7 @@ func TestPresets(t *testing.T) {
 
 // TestLocks covers lower layers tightening and loosening locked keys.
 func TestLocks(t *testing.T) {
-	managed := "[sandbox]\nmode = \"workspace-write\"\nwritable_roots = [\"/srv/a\", \"/srv/b\"]\ndeny_read = [\"/srv/secret\"]\n[network]\npolicy = \"allowlist\"\nallow = [\"github.com\"]\n[limits]\npids_max = 100\n[[permissions.rules]]\ntool = \"bash\"\npattern = \"rm *\"\naction = \"deny\"\n[managed]\nlocked = [\"sandbox\", \"network.policy\", \"network.allow\", \"limits\", \"permissions\", \"audit.path\"]\n"
+	managed := "[sandbox]\nmode = \"workspace-write\"\nwritable_roots = [\"/srv/a\", \"/srv/b\"]\ndeny_read = [\"/srv/secret\"]\n[network]\npolicy = \"allowlist\"\nallow = [\"github.com\"]\n[limits]\npids_max = 100\n[[permissions.rules]]\ntool = \"bash\"\npattern = \"rm *\"\naction = \"deny\"\n[managed]\nlocked = [\"sandbox\", \"network.policy\", \"network.allow\", \"limits\", \"permissions\", \"audit.path\", \"audit.kernel_buffer\"]\n[audit]\nkernel_buffer = \"16M\"\n"
 	tests := []struct {
 		name string
 		user string
@@ -472,6 +480,8 @@ func TestLocks(t *testing.T) {
 		{"looser agent default", "[agent.x.permission]\ndefault = \"allow\"\n", nil, "USER:2:11"},
 		{"audit path", "[audit]\npath = \"/tmp/mine\"\n", nil, "USER:2:8"},
 		{"audit path flag", "", []string{"--audit-log", "/tmp/x"}, "flag --audit-log"},
+		{"raise kernel buffer", "[audit]\nkernel_buffer = \"64M\"\n", nil, ""},
+		{"lower kernel buffer", "[audit]\nkernel_buffer = \"4M\"\n", nil, "USER:2:17"},
 		{"exclude tmp is tightening", "[sandbox]\nexclude_slash_tmp = true\n", nil, ""},
 		{"unsandboxed true when locked default", "[sandbox]\nallow_unsandboxed_commands = true\n", nil, ""},
 	}
@@ -555,6 +565,8 @@ func TestErrors(t *testing.T) {
 		{"bad port", "home", "[network]\nallow = [\"x.com:0\"]\n", "2:10", "bad port", ""},
 		{"bad size", "home", "[limits]\nmemory_max = \"lots\"\n", "2:14", "is not a size", ""},
 		{"negative", "home", "[limits]\npids_max = -1\n", "2:12", "is negative", "0 for unlimited"},
+		{"kernel buffer not a power of two", "home", "[audit]\nkernel_buffer = \"3M\"\n", "2:17", "bad value for audit.kernel_buffer: 3145728 bytes is not a power of two", "e.g. \"16M\""},
+		{"kernel buffer too small", "home", "[audit]\nkernel_buffer = 4096\n", "2:17", "from 64K to 1G", ""},
 		{"not a table", "home", "sandbox = 1\n", "1:11", "sandbox must be a table", ""},
 		{"network shorthand type", "home", "[sandbox]\nnetwork = \"yes\"\n", "2:11", "must be a boolean", ""},
 		{"network twice", "home", "[sandbox]\nnetwork = true\n[network]\npolicy = \"none\"\n", "2:1", "sandbox.network and network.policy are both set", "keep one"},

@@ -45,6 +45,7 @@ const (
 	tightenSubset                  // may only drop elements
 	tightenSuperset                // may only add elements
 	tightenLower                   // a non-zero number may only decrease (0 = unlimited)
+	tightenHigher                  // a number may only increase
 )
 
 // keySpec describes one policy key.
@@ -56,7 +57,9 @@ type keySpec struct {
 	tighten tighten
 	// check validates one string (or list element) beyond enum.
 	check func(string) error
-	hint  string
+	// checkNum validates a kindInt or kindSize value beyond its sign.
+	checkNum func(int64) error
+	hint     string
 }
 
 var (
@@ -96,6 +99,7 @@ func schema() map[string]keySpec {
 		"limits.memory_max":                  {kind: kindSize, tighten: tightenLower},
 		"audit.path":                         {kind: kindString, tighten: tightenEqual, check: checkPath},
 		"audit.journald":                     {kind: kindBool, tighten: tightenTrue},
+		"audit.kernel_buffer":                {kind: kindSize, tighten: tightenHigher, checkNum: checkKernelBuffer, hint: `a power of two from 64K to 1G, e.g. "16M"`},
 		"permissions.default":                {kind: kindString, enum: []string{string(ActionDeny), string(ActionAsk), string(ActionAllow)}, tighten: tightenRank},
 	}
 }
@@ -174,6 +178,7 @@ func defaults() map[string]any {
 		"limits.memory_max":                  int64(0),
 		"audit.path":                         DefaultAuditPath,
 		"audit.journald":                     false,
+		"audit.kernel_buffer":                int64(DefaultKernelBuffer),
 		"permissions.default":                string(ActionAsk),
 	}
 }
@@ -260,6 +265,8 @@ func (ks keySpec) looser(locked, lower any) bool {
 	case tightenLower:
 		l, w := locked.(int64), lower.(int64)
 		return l != 0 && (w == 0 || w > l)
+	case tightenHigher:
+		return lower.(int64) < locked.(int64)
 	}
 	return true
 }
@@ -280,6 +287,8 @@ func (ks keySpec) tightenHint(key string) string {
 		return key + " is locked; lower layers may only add entries, not remove them"
 	case tightenLower:
 		return key + " is locked; lower layers may only lower the limit"
+	case tightenHigher:
+		return key + " is locked; lower layers may only raise it"
 	}
 	return ""
 }

@@ -133,7 +133,10 @@ func TestAttachMovesWholeTree(t *testing.T) {
 	// had time to fork many more times.
 	for round := 0; round < 2; round++ {
 		procs := mustRead(t, filepath.Join(group, "cgroup.procs"))
-		cgThreads := " " + strings.Join(strings.Fields(mustRead(t, filepath.Join(group, "cgroup.threads"))), " ") + " "
+		threads := func() string {
+			return " " + strings.Join(strings.Fields(mustRead(t, filepath.Join(group, "cgroup.threads"))), " ") + " "
+		}
+		cgThreads := threads()
 		all := append([]int{root}, descendants(root)...)
 		multi := false
 		for _, pid := range all {
@@ -149,6 +152,11 @@ func TestAttachMovesWholeTree(t *testing.T) {
 				multi = true
 			}
 			for _, task := range tasks {
+				if strings.Contains(cgThreads, " "+task.Name()+" ") {
+					continue
+				}
+				// Forked after cgroup.threads was read: read it again.
+				cgThreads = threads()
 				if !strings.Contains(cgThreads, " "+task.Name()+" ") && exists(fmt.Sprintf("/proc/%d/task/%s", pid, task.Name())) {
 					t.Errorf("round %d: thread %s of pid %d not in cgroup.threads", round, task.Name(), pid)
 				}

@@ -190,9 +190,24 @@ func TestFSRecord(t *testing.T) {
 			}
 		})
 	}
-	lost := fsLostRecord(12)
-	lost.Normalize()
-	if err := lost.Validate(); err != nil || lost.Ox.EventsLost != 12 || lost.Ox.Layer != audit.LayerBPFLSM {
-		t.Errorf("events_lost record %+v: %v", lost.Ox, err)
+}
+
+// The records a BPF layer writes about its own accounting validate as the
+// schema says, for both layers.
+func TestKernelEventsAccountingRecords(t *testing.T) {
+	for _, k := range []*kernelEvents{
+		{layer: audit.LayerBPFLSM, what: "filesystem"},
+		{layer: audit.LayerCgroup, what: "network"},
+	} {
+		lost := k.lostRecord(12, "the kernel ring buffer was full")
+		lost.Normalize()
+		if err := lost.Validate(); err != nil || lost.Ox.EventsLost != 12 || lost.Ox.Layer != k.layer || !strings.Contains(lost.Message, k.what) {
+			t.Errorf("%s events_lost record %+v (%q): %v", k.what, lost.Ox, lost.Message, err)
+		}
+		sup := k.suppressedRecord("s-1", 7)
+		sup.Normalize()
+		if err := sup.Validate(); err != nil || sup.Ox.Suppressed != 7 || sup.Ox.Session != "s-1" || sup.Ox.Layer != k.layer {
+			t.Errorf("%s suppressed record %+v: %v", k.what, sup.Ox, err)
+		}
 	}
 }

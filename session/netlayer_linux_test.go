@@ -272,7 +272,7 @@ func connectScript(targets map[string]string) string {
 }
 
 // readAudit decodes every record of the log.
-func readAudit(t *testing.T, path string) []audit.Record {
+func readAudit(t testing.TB, path string) []audit.Record {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

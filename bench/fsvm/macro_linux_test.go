@@ -21,7 +21,6 @@ import (
 
 	"github.com/openoxide/oxsupervise/bench/internal/work"
 	"github.com/openoxide/oxsupervise/cgroup"
-	"github.com/openoxide/oxsupervise/fsguard"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -104,11 +103,7 @@ func TestFSGuardMacro(t *testing.T) {
 		t.Skip("SKIPPED, NOT PASSED: the BPF-LSM macro benchmark runs only in the kernel-test VM when asked for: `go run ./bench/cmd/oxbench ... vm` (make bench)")
 	}
 	testutil.RequireRoot(t)
-	g, err := fsguard.Load()
-	if err != nil {
-		t.Fatalf("load BPF-LSM filesystem programs: %v", err)
-	}
-	defer g.Close()
+	g := loadGuard(t)
 
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -334,11 +329,7 @@ func TestFSGuardMapMemory(t *testing.T) {
 			}
 		}
 	}
-	g, err := fsguard.Load()
-	if err != nil {
-		t.Fatalf("load BPF-LSM filesystem programs: %v", err)
-	}
-	defer g.Close()
+	g := loadGuard(t)
 	ws := t.TempDir()
 	c := &policy.Compiled{Mode: policy.ModeWorkspaceWrite, FilesystemRules: true,
 		Workspace: anchor(t, ws), WritableRoots: []policy.Anchor{anchor(t, ws)}, ProtectedPatterns: patterns}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/fsguard"
 	"github.com/openoxide/oxsupervise/loader"
@@ -35,6 +36,9 @@ type layerRequest struct {
 	cgroup      cgroup.Config
 	unavailable map[string]bool
 	warn        io.Writer
+	// events returns the ring buffer every BPF layer reports refusals in,
+	// opened by the first layer that asks.
+	events func() (*bpfring.Ring, error)
 }
 
 // builtLayer is one SessionLayer and what releases it once its sessions
@@ -59,13 +63,25 @@ func layerBuilders() []layerBuilder {
 // sessionLayers are the layers built for one run or attach.
 type sessionLayers struct {
 	built []builtLayer
+	// ring is the BPF layers' shared ring buffer, if one was opened.
+	ring *bpfring.Ring
 }
 
 // buildLayers builds every layer c needs for verb. On error nothing is
 // left attached.
 func buildLayers(verb string, c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) (*sessionLayers, error) {
-	req := layerRequest{verb: verb, policy: c, cgroup: cfg, unavailable: unavailable, warn: warn}
 	ls := &sessionLayers{}
+	req := layerRequest{verb: verb, policy: c, cgroup: cfg, unavailable: unavailable, warn: warn}
+	req.events = func() (*bpfring.Ring, error) {
+		if ls.ring == nil {
+			r, err := bpfring.Open(bpfring.Options{Size: int(c.Audit.KernelBuffer), Warn: warn})
+			if err != nil {
+				return nil, err
+			}
+			ls.ring = r
+		}
+		return ls.ring, nil
+	}
 	for _, build := range layerBuilders() {
 		b, err := build(req)
 		if err != nil {
@@ -88,8 +104,8 @@ func (ls *sessionLayers) list() []session.SessionLayer {
 	return out
 }
 
-// close releases the layers in reverse order. Call it only when no
-// session of theirs has a process left.
+// close releases the layers in reverse order, then their ring buffer.
+// Call it only when no session of theirs has a process left.
 func (ls *sessionLayers) close(warn io.Writer) {
 	for i := len(ls.built) - 1; i >= 0; i-- {
 		if b := ls.built[i]; b.close != nil {
@@ -99,6 +115,12 @@ func (ls *sessionLayers) close(warn io.Writer) {
 		}
 	}
 	ls.built = nil
+	if ls.ring != nil {
+		if err := ls.ring.Close(); err != nil {
+			fmt.Fprintf(warn, "oxsupervise: kernel event ring buffer: %v\n", err)
+		}
+		ls.ring = nil
+	}
 }
 
 // buildNetworkLayer attaches the cgroup BPF network programs on the
@@ -151,7 +173,11 @@ func buildFSLayer(req layerRequest) (builtLayer, error) {
 		fmt.Fprintf(req.warn, "oxsupervise %s: warning: BPF-LSM is usable but not for this policy: %v\n", req.verb, err)
 		return builtLayer{}, nil
 	}
-	l, err := session.NewFSLayer(session.FSConfig{Warn: req.warn})
+	ring, err := req.events()
+	var l *session.FSLayer
+	if err == nil {
+		l, err = session.NewFSLayer(session.FSConfig{Events: ring, Warn: req.warn})
+	}
 	if err != nil {
 		fmt.Fprintf(req.warn, "oxsupervise %s: warning: BPF-LSM is usable but the filesystem programs did not load: %v\n", req.verb, err)
 		return builtLayer{}, nil
@@ -174,7 +200,11 @@ func newNetworkLayer(req layerRequest) (*session.NetworkLayer, error) {
 			upstream = append(upstream, hp)
 		}
 	}
-	return session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: upstream, Warn: req.warn})
+	ring, err := req.events()
+	if err != nil {
+		return nil, err
+	}
+	return session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: upstream, Events: ring, Warn: req.warn})
 }
 
 // holdAttached keeps an attached session's layers alive: they live in this

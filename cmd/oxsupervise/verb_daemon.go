@@ -39,8 +39,9 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	pinDir := fs.String("pin-dir", "", "bpffs directory where the BPF links and maps are pinned so that sessions stay confined when the daemon dies (default "+daemon.DefaultPinDir+")")
 	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "connections open at once from users other than root")
 	maxConnsPerUser := fs.Int("max-conns-per-user", daemon.DefaultMaxConnsPerUID, "connections open at once from one user other than root")
+	kernelBuffer := fs.String("kernel-buffer", "4M", "size of the ring buffer the BPF programs report refusals in: a power of two from 64K to 1G")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH] [--cgroup-parent P] [--run-dir DIR] [--pin-dir DIR] [--max-conns N] [--max-conns-per-user N]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise daemon [--socket PATH] [--admin-group GROUP] [--approval-timeout D] [--audit-log PATH] [--cgroup-parent P] [--run-dir DIR] [--pin-dir DIR] [--max-conns N] [--max-conns-per-user N] [--kernel-buffer SIZE]")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "daemon", args); done {
@@ -52,6 +53,11 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 	}
 	if *maxConns < 1 || *maxConnsPerUser < 1 {
 		fmt.Fprintf(s.err, "oxsupervise daemon: --max-conns (%d) and --max-conns-per-user (%d) must be at least 1\n", *maxConns, *maxConnsPerUser)
+		return exitUsage
+	}
+	ringSize, err := policy.ParseKernelBuffer(*kernelBuffer)
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise daemon: --kernel-buffer: %v\n", err)
 		return exitUsage
 	}
 	if os.Geteuid() != 0 {
@@ -85,6 +91,7 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 		PinDir:           *pinDir,
 		MaxConns:         *maxConns,
 		MaxConnsPerUID:   *maxConnsPerUser,
+		KernelBuffer:     int(ringSize),
 	})
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)

@@ -15,6 +15,38 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 )
 
+// TestOxsuperviseInsideSessionIsQuiet: an agent may run oxsupervise in its
+// session (to ask for an approval, read its policy). The binary makes no
+// bpf(2) call when it starts (cilium/ebpf's rlimit package would, from its
+// init), so doing so leaves no self-protection refusal in the audit log
+// that would read as the agent reaching for BPF.
+func TestOxsuperviseInsideSessionIsQuiet(t *testing.T) {
+	requireBPFLSM(t)
+	e := newEnv(t)
+	cli := os.Getenv(cliEnv)
+	code, stdout, stderr := e.runCLI(t, []string{"CLI=" + cli}, `"$CLI" --help >/dev/null 2>&1; "$CLI" policy show >/dev/null 2>&1; "$SELF" `+fsopVerb+` write "$OUT/marker"`)
+	if code != 0 || strings.TrimSpace(stdout) != "EACCES" {
+		t.Fatalf("run: exit %d, stdout %q (want the marker write refused)\nstderr: %s", code, stdout, stderr)
+	}
+	id, _ := sessionOf(t, e.auditLog, 0)
+	marker := false
+	for _, r := range records(t, e.auditLog) {
+		if r.Ox.Kind != audit.KindDenial || r.Ox.Session != id {
+			continue
+		}
+		if r.File != nil && r.File.Path == filepath.Join(e.outside, "marker") {
+			marker = true
+			continue
+		}
+		t.Errorf("refusal while oxsupervise ran in the session: %s by %+v", r.Message, r.Process)
+	}
+	// The marker proves the log was read after the session's refusals
+	// were written, so an absent bpf refusal is not an unread one.
+	if !marker {
+		t.Error("the marker refusal is not in the audit log")
+	}
+}
+
 // TestRunAuditsEveryRefusalKind: refusals of this session's new kinds —
 // a deny-read name glob, an AF_UNIX socket outside the writable roots, a
 // socket family the network policy does not cover — each reach the audit

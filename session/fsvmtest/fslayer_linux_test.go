@@ -44,7 +44,12 @@ func TestMain(m *testing.M) {
 
 func fsop(args []string) int {
 	if len(args) == 3 && args[0] == "deny-burst" {
+		barrier()
 		return denyBurst(args[1], args[2])
+	}
+	if len(args) == 3 && args[0] == "connect-burst" {
+		barrier()
+		return connectBurst(args[1], args[2])
 	}
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write|read|unix-connect PATH | __fsop socket FAMILY")

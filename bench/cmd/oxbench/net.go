@@ -19,6 +19,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/egress"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -26,6 +27,7 @@ import (
 // this run, with child groups that workers are started in.
 type netFixture struct {
 	parent string
+	events *loader.EventMaps
 	enf    *egress.Enforcer
 	groups []string
 }
@@ -39,12 +41,20 @@ func newNetFixture(cfg egress.Config) (*netFixture, error) {
 	if err := os.Mkdir(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create parent group: %w", err)
 	}
-	enf, err := egress.Attach(parent, cfg)
+	// Nobody reads the refusals: the workloads are allowed traffic.
+	events, err := loader.NewEventMaps(loader.DefaultRingSize)
 	if err != nil {
 		os.Remove(parent)
 		return nil, err
 	}
-	return &netFixture{parent: parent, enf: enf}, nil
+	cfg.Events = events
+	enf, err := egress.Attach(parent, cfg)
+	if err != nil {
+		events.Close()
+		os.Remove(parent)
+		return nil, err
+	}
+	return &netFixture{parent: parent, events: events, enf: enf}, nil
 }
 
 // group creates a child group; with n it becomes a session.
@@ -74,7 +84,7 @@ func (f *netFixture) Close() error {
 		}
 		errs = append(errs, os.Remove(f.groups[i]))
 	}
-	errs = append(errs, f.enf.Close(), os.Remove(f.parent))
+	errs = append(errs, f.enf.Close(), f.events.Close(), os.Remove(f.parent))
 	return errors.Join(errs...)
 }
 
