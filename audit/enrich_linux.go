@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,10 +28,59 @@ func ProcEnricher(timeout time.Duration) func(*Record) {
 	return procEnricher("/proc", timeout)
 }
 
+// A burst of refusals comes from a few pids: what /proc said about a pid
+// is reused for procCacheTTL instead of three reads per record (a pid
+// being reused within that second is as unlikely as it is harmless to a
+// field already labelled a guess). The cache is emptied when it reaches
+// procCacheMax pids.
+const (
+	procCacheTTL = time.Second
+	procCacheMax = 1024
+)
+
+type cachedProc struct {
+	info procInfo
+	at   time.Time
+}
+
 func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 	// At most this many lookups may be stuck at once; beyond that records
 	// go out unenriched rather than piling up goroutines.
 	slots := make(chan struct{}, 4)
+	var (
+		mu    sync.Mutex
+		cache = map[int]cachedProc{}
+	)
+	lookup := func(pid int) (procInfo, bool) {
+		mu.Lock()
+		c, ok := cache[pid]
+		mu.Unlock()
+		if ok && time.Since(c.at) < procCacheTTL {
+			return c.info, true
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			return procInfo{}, false
+		}
+		done := make(chan procInfo, 1)
+		go func() {
+			defer func() { <-slots }()
+			done <- readProc(procRoot, pid)
+		}()
+		select {
+		case info := <-done:
+			mu.Lock()
+			if len(cache) >= procCacheMax {
+				clear(cache)
+			}
+			cache[pid] = cachedProc{info: info, at: time.Now()}
+			mu.Unlock()
+			return info, true
+		case <-time.After(timeout):
+			return procInfo{}, false
+		}
+	}
 	return func(r *Record) {
 		p := r.Process
 		if p == nil || p.PID <= 0 {
@@ -39,20 +89,8 @@ func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 		if p.Executable != "" && p.CommandLine != "" && p.Name != "" && p.Parent != nil {
 			return
 		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			return
-		}
-		done := make(chan procInfo, 1)
-		go func() {
-			defer func() { <-slots }()
-			done <- readProc(procRoot, p.PID)
-		}()
-		var info procInfo
-		select {
-		case info = <-done:
-		case <-time.After(timeout):
+		info, ok := lookup(p.PID)
+		if !ok {
 			return
 		}
 		if p.Executable == "" && info.exe != "" {

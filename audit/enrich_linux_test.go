@@ -40,8 +40,16 @@ func TestProcEnricher(t *testing.T) {
 
 	cmd.Process.Kill()
 	cmd.Wait()
+	// A burst's later records, written after the process exited, still
+	// get what /proc said while it lived (procCacheTTL).
+	later := &Record{Process: &Process{PID: cmd.Process.Pid}}
+	enrich(later)
+	if later.Process.CommandLine != "sleep 30" || !slices.Contains(later.Ox.Enriched, "process.command_line") {
+		t.Errorf("a later record of the same pid got %+v (%v), want what was read while it lived", later.Process, later.Ox.Enriched)
+	}
+	// A pid never seen alive is not guessed at.
 	gone := &Record{Process: &Process{PID: cmd.Process.Pid}}
-	enrich(gone)
+	ProcEnricher(time.Second)(gone)
 	if gone.Process.Executable != "" || gone.Process.CommandLine != "" || len(gone.Ox.Enriched) != 0 {
 		t.Errorf("enrichment of an exited pid filled %+v (%v)", gone.Process, gone.Ox.Enriched)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,7 @@ func runWorker(args []string) int {
 	gocache := fs.String("gocache", "", "warm GOCACHE to copy before building")
 	target := fs.String("target", "", "path whose creation is denied")
 	rate := fs.Float64("rate", 0, "auditgen: refusals per second (0: as fast as possible)")
+	op := fs.String("op", "open", "auditgen: the refused operation: open (creating --target) or connect (a TCP connect to --addr)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -53,7 +55,7 @@ func runWorker(args []string) int {
 	case "dns":
 		out, err = dnsLoop(*addr, *name, *n)
 	case "auditgen":
-		out, err = auditGen(*target, *n, *rate)
+		out, err = auditGen(*op, *target, *addr, *n, *rate)
 	default:
 		err = fmt.Errorf("unknown worker kind %q", args[0])
 	}
@@ -181,9 +183,42 @@ func dnsLoop(server, name string, n int) (map[string]float64, error) {
 
 // auditGen provokes n refused creations of target, as fast as it can or at
 // rate per second; each one is a Landlock denial the kernel audits.
-func auditGen(target string, n int, rate float64) (map[string]float64, error) {
-	if target == "" {
-		return nil, fmt.Errorf("--target is required")
+func auditGen(op, target, addr string, n int, rate float64) (map[string]float64, error) {
+	var attempt func() (refused bool, err error)
+	switch op {
+	case "open":
+		if target == "" {
+			return nil, fmt.Errorf("--target is required")
+		}
+		attempt = func() (bool, error) {
+			fd, err := unix.Open(target, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+				unix.Unlink(target)
+				return false, fmt.Errorf("creating %s was allowed: the generator is not confined", target)
+			}
+			return err == unix.EACCES || err == unix.EPERM, nil
+		}
+	case "connect":
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil || !ap.Addr().Is4() {
+			return nil, fmt.Errorf("--addr %q: want IPV4:PORT", addr)
+		}
+		sa := &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+		attempt = func() (bool, error) {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return false, err
+			}
+			defer unix.Close(fd)
+			err = unix.Connect(fd, sa)
+			if err == nil || err == unix.EINPROGRESS {
+				return false, fmt.Errorf("connecting to %s was allowed: the generator is not confined", addr)
+			}
+			return err == unix.EPERM, nil
+		}
+	default:
+		return nil, fmt.Errorf("--op %q: want open or connect", op)
 	}
 	denied := 0
 	start := time.Now()
@@ -193,13 +228,11 @@ func auditGen(target string, n int, rate float64) (map[string]float64, error) {
 				time.Sleep(wait)
 			}
 		}
-		fd, err := unix.Open(target, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-		if err == nil {
-			unix.Close(fd)
-			unix.Unlink(target)
-			return nil, fmt.Errorf("creating %s was allowed: the generator is not confined", target)
+		refused, err := attempt()
+		if err != nil {
+			return nil, err
 		}
-		if err == unix.EACCES || err == unix.EPERM {
+		if refused {
 			denied++
 		}
 	}
