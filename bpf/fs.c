@@ -96,7 +96,7 @@ struct walk {
 	__u32 decided;
 	__u32 glob_want; /* include globs the leaf name matched */
 	__u32 glob_hit;  /* of those, the ones whose scope is an ancestor */
-	__u32 _pad;
+	__u32 zero;      /* fs_session.zero: 0, not a constant to the verifier */
 };
 
 static long walk_step(__u32 level, struct walk *w)
@@ -173,6 +173,52 @@ static long walk_step(__u32 level, struct walk *w)
 	return 0;
 }
 
+/*
+ * The state of the path an event carries, built by path_step. pos and n
+ * start from walk.zero, not a literal 0: a 6.1 verifier checks a bpf_loop
+ * callback once, from the caller's state, so from a constant 0 it would
+ * prove the truncation check dead, remove it, and let a long path write
+ * past the event (found by the long-names case of TestEnforcement).
+ */
+struct path_build {
+	struct fs_event *e;
+	__u64 dentry; /* the entry whose name comes next */
+	__u32 pos;    /* bytes of e->path used */
+	__u32 n;      /* components added */
+};
+
+/*
+ * path_step adds one name to the event's path, leaf first and
+ * '/'-separated (userspace reverses them). A bpf_loop callback, so the
+ * verifier checks one step instead of every iteration of an unrolled
+ * loop in every program that emits.
+ */
+static int path_step(__u32 k, struct path_build *pb)
+{
+	struct fs_event *e = pb->e;
+	struct dentry *d = (struct dentry *)pb->dentry;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d)
+		return 1;
+	__u32 pos = pb->pos;
+	if (pos > FS_PATH_LEN - 257) {
+		e->flags |= FS_EVENT_PATH_TRUNCATED;
+		return 1;
+	}
+	struct qstr q = BPF_CORE_READ(d, d_name);
+	__u32 len = q.len & 255;
+	bpf_probe_read_kernel(&e->path[pos], len, q.name);
+	pos += len;
+	/* Keep clang from folding the mask away: the verifier needs it. */
+	asm volatile("" : "+r"(pos));
+	pos &= FS_PATH_LEN - 1;
+	e->path[pos] = '/';
+	pb->pos = pos + 1;
+	pb->dentry = (__u64)parent;
+	pb->n = k + 1;
+	return 0;
+}
+
 static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 {
 	struct fs_event *e = oxs_event_reserve(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e));
@@ -200,31 +246,11 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	e->target_pid = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
-	/* Names leaf first, '/'-separated; userspace reverses them. */
-	__u32 pos = 0;
-	int k;
-	for (k = 0; k < FS_PATH_COMPONENTS; k++) {
-		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		if (!parent || parent == d)
-			break;
-		if (pos > FS_PATH_LEN - 257) {
-			e->flags |= FS_EVENT_PATH_TRUNCATED;
-			break;
-		}
-		struct qstr q = BPF_CORE_READ(d, d_name);
-		__u32 len = q.len & 255;
-		bpf_probe_read_kernel(&e->path[pos], len, q.name);
-		pos += len;
-		/* Keep clang from folding the mask away: the verifier needs it. */
-		asm volatile("" : "+r"(pos));
-		pos &= FS_PATH_LEN - 1;
-		e->path[pos] = '/';
-		pos++;
-		d = parent;
-	}
-	if (k == FS_PATH_COMPONENTS)
+	struct path_build pb = {.e = e, .dentry = leaf, .pos = w->zero, .n = w->zero};
+	bpf_loop(FS_PATH_COMPONENTS, path_step, &pb, 0);
+	if (pb.n == FS_PATH_COMPONENTS)
 		e->flags |= FS_EVENT_PATH_TRUNCATED;
-	e->path_off = pos;
+	e->path_off = pb.pos;
 	oxs_event_submit(e);
 	return 0;
 }
@@ -329,6 +355,7 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		.flags = flags,
 	};
 	/* Not a constant to the verifier; see fs_session.zero. */
+	w.zero = sess->zero;
 	w.glob_hit = sess->zero;
 	if (flags & CHECK_GLOB) {
 		struct qstr q = BPF_CORE_READ((struct dentry *)dentry, d_name);

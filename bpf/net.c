@@ -224,36 +224,54 @@ static __always_inline __u32 guarded_prefixlen(const __u32 a[4])
 	return 0;
 }
 
+/* An allow_lookup question, passed by pointer: a global function takes at
+ * most five arguments. */
+struct net_query {
+	__u64 cgid;
+	__u32 addr[4];
+	__u32 min_prefixlen; /* an entry must be at least this specific */
+	__u16 port;
+	__u8 static_only;    /* resolver entries (with an expiry) do not count */
+	__u8 _pad;
+};
+
 /* allow_lookup walks the covering allow entries from the longest prefix
- * down; it returns 0 when one admits the port now, else a reason. */
-static __always_inline __u8 allow_lookup(__u64 cgid, const __u32 a[4], __u16 port,
-					 __u32 min_prefixlen, bool static_only)
+ * down; it returns 0 when one admits the port now, else a reason.
+ *
+ * A global function: the verifier checks it once, on its own, instead of
+ * once for every way each program reaches it. Inlined, its nested loops
+ * made the connect, sendmsg and egress programs 250 000 to 425 000
+ * verified instructions each (of the 1 000 000 a program may take) and
+ * their load a quarter of a second each. */
+__attribute__((noinline)) int allow_lookup(const struct net_query *q)
 {
 	struct net_allow_key key = {};
 	__u64 now = bpf_ktime_get_boot_ns();
 	__u8 reason = NET_REASON_NOT_ALLOWED;
 
+	if (!q)
+		return reason;
 	key.prefixlen = 64 + 128;
-	key.cgid_hi = bpf_htonl(cgid >> 32);
-	key.cgid_lo = bpf_htonl((__u32)cgid);
-	__builtin_memcpy(key.addr, a, 16);
+	key.cgid_hi = bpf_htonl(q->cgid >> 32);
+	key.cgid_lo = bpf_htonl((__u32)q->cgid);
+	__builtin_memcpy(key.addr, q->addr, 16);
 
 	for (int depth = 0; depth < MAX_PREFIX_WALK; depth++) {
 		struct net_allow_val *v = bpf_map_lookup_elem(&net_allow, &key);
 		if (!v)
 			return reason;
-		if (v->prefixlen < min_prefixlen)
+		if (v->prefixlen < q->min_prefixlen)
 			return NET_REASON_GUARDED;
 		for (int i = 0; i < NET_MAX_RANGES; i++) {
 			if (i >= v->nranges)
 				break;
 			struct net_port_range *r = &v->ranges[i];
-			if (port < r->first || port > r->last) {
+			if (q->port < r->first || q->port > r->last) {
 				if (reason == NET_REASON_NOT_ALLOWED)
 					reason = NET_REASON_PORT;
 				continue;
 			}
-			if (r->expires_ns != 0 && (static_only || now >= r->expires_ns)) {
+			if (r->expires_ns != 0 && (q->static_only || now >= r->expires_ns)) {
 				reason = NET_REASON_EXPIRED;
 				continue;
 			}
@@ -264,6 +282,19 @@ static __always_inline __u8 allow_lookup(__u64 cgid, const __u32 a[4], __u16 por
 		key.prefixlen = v->prefixlen - 1;
 	}
 	return reason;
+}
+
+/* allow_query asks allow_lookup about a:port for session cgid. */
+static __always_inline __u8 allow_query(__u64 cgid, const __u32 a[4], __u16 port,
+					__u32 min_prefixlen, bool static_only)
+{
+	struct net_query q = {};
+	q.cgid = cgid;
+	__builtin_memcpy(q.addr, a, 16);
+	q.min_prefixlen = min_prefixlen;
+	q.port = port;
+	q.static_only = static_only;
+	return allow_lookup(&q);
 }
 
 static __always_inline bool is_dns_listener(const struct net_session *s, const __u32 a[4],
@@ -363,7 +394,7 @@ static __always_inline __u8 judge_local(void *ctx, __u64 cgid, const struct net_
 	__u32 listed = HOST_PREFIXLEN;
 	if (is_v4mapped(a) && (bpf_ntohl(a[3]) >> 24) == 127)
 		listed = LOOPBACK_V4_PREFIXLEN;
-	if (allow_lookup(cgid, a, port, listed, true) == 0)
+	if (allow_query(cgid, a, port, listed, true) == 0)
 		return 0;
 	return NET_REASON_LOOPBACK;
 }
@@ -382,7 +413,7 @@ static __always_inline __u8 judge(void *ctx, __u64 cgid, const struct net_sessio
 	__u32 guard = guarded_prefixlen(a);
 	if (s->mode == NET_MODE_FULL && guard == 0)
 		return 0;
-	__u8 reason = allow_lookup(cgid, a, port, guard, false);
+	__u8 reason = allow_query(cgid, a, port, guard, false);
 	if (guard && reason == NET_REASON_NOT_ALLOWED)
 		reason = NET_REASON_GUARDED;
 	return reason;

@@ -228,6 +228,15 @@ func TestEnforcement(t *testing.T) {
 		tooDeep = filepath.Join(tooDeep, "d")
 	}
 	mkdirAll(t, tooDeep)
+	// Names long enough that the event's path (1 KiB) holds only the
+	// nearest four of five.
+	var long [5]string
+	longDir := out
+	for i := range long {
+		long[i] = fmt.Sprintf("%d%s", i, strings.Repeat("n", 249))
+		longDir = filepath.Join(longDir, long[i])
+	}
+	mkdirAll(t, longDir)
 
 	c := workspacePolicy(t, ws, []string{filepath.Join(ws, ".git/config")}, []string{filepath.Join(ws, "secrets")})
 	if err := g.AddSession(session.ID, c); err != nil {
@@ -314,6 +323,8 @@ func TestEnforcement(t *testing.T) {
 		{"write outside through a dir fd after chroot into the workspace", "chroot-write", []string{out, ws, "f"}, unix.EACCES, &denial{fsguard.OpOpenWrite, O("f"), fsguard.KindOutside},
 			func(t *testing.T) { checkContent(t, O("f"), "orig") }},
 		{"write 71 levels deep", "create", []string{filepath.Join(deep, "f")}, 0, nil, wantExists(filepath.Join(deep, "f"), true)},
+		{"long names outside: the path keeps the nearest bytes", "create", []string{filepath.Join(longDir, "f")}, unix.EACCES,
+			&denial{fsguard.OpMknod, ".../" + strings.Join(long[1:], "/") + "/f", fsguard.KindOutside}, wantExists(filepath.Join(longDir, "f"), false)},
 		{"write 521 levels deep: walk bound refuses", "create", []string{filepath.Join(tooDeep, "f")}, unix.EACCES,
 			&denial{fsguard.OpMknod, ".../" + strings.Repeat("d/", 63) + "f", fsguard.KindDepth}, wantExists(filepath.Join(tooDeep, "f"), false)},
 	}

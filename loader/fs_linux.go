@@ -66,38 +66,10 @@ func LoadFS(events *EventMaps) (*FSPrograms, error) {
 	if err := fsKernelFeatures(); err != nil {
 		return nil, err
 	}
-	spec, err := loadFs()
+	spec, kernel, skipped, err := fsSpec()
 	if err != nil {
-		return nil, fmt.Errorf("load filesystem program spec: %w", err)
+		return nil, err
 	}
-	kernel, err := btf.LoadKernelSpec()
-	if err != nil {
-		return nil, fmt.Errorf("read kernel BTF: %w", err)
-	}
-	for hook, byArgs := range fsVariants {
-		n, err := lsmHookParams(kernel, hook)
-		if err != nil {
-			return nil, err
-		}
-		keep, ok := byArgs[n]
-		if !ok {
-			return nil, fmt.Errorf("LSM hook %s has %d parameters on this kernel; no program handles that signature", hook, n)
-		}
-		for _, name := range byArgs {
-			if name != keep {
-				delete(spec.Programs, name)
-			}
-		}
-	}
-
-	skipped := map[string]string{}
-	for hook, prog := range fsOptional {
-		if _, err := lsmHookParams(kernel, hook); err != nil {
-			delete(spec.Programs, prog)
-			skipped[hook] = fmt.Sprintf("not on this kernel (%v); covered by another hook", err)
-		}
-	}
-
 	shared, err := events.share(spec)
 	if err != nil {
 		return nil, fmt.Errorf("load filesystem programs: %w", err)
@@ -135,6 +107,45 @@ func LoadFS(events *EventMaps) (*FSPrograms, error) {
 		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
 	}
 	return p, nil
+}
+
+// fsSpec is the filesystem object with exactly the programs this kernel
+// takes: one variant of each hook whose signature changed, none for hooks
+// it lacks (named in skipped).
+func fsSpec() (*ebpf.CollectionSpec, *btf.Spec, map[string]string, error) {
+	spec, err := loadFs()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("load filesystem program spec: %w", err)
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read kernel BTF: %w", err)
+	}
+	for hook, byArgs := range fsVariants {
+		n, err := lsmHookParams(kernel, hook)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		keep, ok := byArgs[n]
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("LSM hook %s has %d parameters on this kernel; no program handles that signature", hook, n)
+		}
+		for _, name := range byArgs {
+			if name != keep {
+				delete(spec.Programs, name)
+			}
+		}
+	}
+
+	skipped := map[string]string{}
+	for hook, prog := range fsOptional {
+		if _, err := lsmHookParams(kernel, hook); err != nil {
+			delete(spec.Programs, prog)
+			skipped[hook] = fmt.Sprintf("not on this kernel (%v); covered by another hook", err)
+		}
+	}
+
+	return spec, kernel, skipped, nil
 }
 
 // fsKernelFeatures names the first kernel feature the programs need that

@@ -91,6 +91,9 @@ type Ring struct {
 const (
 	poll     = 50 * time.Millisecond
 	lostPoll = time.Second
+	// drainRetry is how long Drain waits for the reader to take its
+	// request before it wakes it again.
+	drainRetry = 5 * time.Millisecond
 )
 
 // Open creates the shared event maps and starts reading them. Load the
@@ -154,10 +157,18 @@ func (r *Ring) Subscribe(src loader.Source, c Consumer) (unsubscribe func(), err
 // session's last task is gone Drain has passed all its records on.
 func (r *Ring) Drain() {
 	done := make(chan struct{})
-	select {
-	case r.drainReq <- done:
-		<-done
-	case <-r.done:
+	for {
+		// Flush wakes a reader blocked waiting for records, so the
+		// request is taken at once rather than at the end of a poll.
+		r.rd.Flush()
+		select {
+		case r.drainReq <- done:
+			<-done
+			return
+		case <-r.done:
+			return
+		case <-time.After(drainRetry):
+		}
 	}
 }
 
@@ -186,7 +197,7 @@ func (r *Ring) loop() {
 		switch {
 		case err == nil:
 			r.dispatch(rec.RawSample)
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
 		case errors.Is(err, ringbuf.ErrClosed):
 			return
 		default:
