@@ -2,7 +2,9 @@
 // policy.Network into the cgroup BPF maps of bpf/net.c, attaches those
 // programs once on the sessions' parent cgroup, runs the per-session DNS
 // resolver that admits the addresses of allowed hostnames for their TTL,
-// and decodes the kernel's refusal events.
+// and decodes the kernel's refusal events (DecodeEvent), which the
+// programs put in the ring buffer all oxsupervise programs share (package
+// audit/bpfring reads it).
 //
 // Semantics worth knowing: the loopback setting applies in every policy,
 // full included (the policy compiler picks its default); DNS (port 53,

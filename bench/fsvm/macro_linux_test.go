@@ -233,6 +233,7 @@ func bpfMaps(t *testing.T, skip map[uint64]bool) map[string]mapInfo {
 		t.Fatal(err)
 	}
 	out := map[string]mapInfo{}
+	seen := map[uint64]bool{}
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -261,9 +262,12 @@ func bpfMaps(t *testing.T, skip map[uint64]bool) map[string]mapInfo {
 			}
 		}
 		f.Close()
-		if skip[id] {
+		// A map held through two descriptors (a collection's clone of
+		// a shared map) is one map.
+		if skip[id] || seen[id] {
 			continue
 		}
+		seen[id] = true
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
