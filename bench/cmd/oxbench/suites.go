@@ -163,7 +163,7 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 		notes: []string{
 			"Wall time of the whole command as seen by the caller, including process start-up and teardown.",
 			"The two `oxsupervise run` variants without \"daemon\" are standalone runs as root (the supervisor builds every layer itself). The daemon variants are `oxsupervise run --workspace WS [-s full-access] -- true` run **as the user nobody** (setuid in the harness's exec, so a non-root `run` goes through the daemon whose socket $OXSUPERVISE_SOCKET names); WS is a root-owned 0755 directory nobody cannot write. The daemon is `oxsupervise daemon` started once by the harness on a temporary socket with its own --cgroup-parent, --run-dir and --audit-log, before the warm-up; its start-up is not in the figure, nothing is subtracted from the client's wall time.",
-			"In workspace-write the standalone supervisor also waits for the kernel audit feed's last Landlock records before it exits (session/audit_linux.go kernelFlushDelay = 400 ms): a fixed cost of the audit path, not filesystem cost.",
+			"In workspace-write the standalone supervisor also drains the kernel audit feed before it exits, so that no Landlock refusal of the session goes unread: until the kernel's audit backlog is empty and two 50 ms receive timeouts in a row bring nothing (audit/kernelaudit Reader.drain), at least about 0.1 s: a cost of the audit path, not filesystem cost.",
 		},
 	}
 	r, err := f.measure(ctx)
