@@ -108,7 +108,10 @@ func (v *Process) MarshalZerologObject(e *zerolog.Event) {
 		e.Dict("thread", zerolog.Dict().Int("id", v.Thread.ID))
 	}
 	if v.Parent != nil {
-		e.Dict("parent", zerolog.Dict().Int("pid", v.Parent.PID))
+		d := zerolog.Dict().Int("pid", v.Parent.PID)
+		strIf(d, "name", v.Parent.Name)
+		strIf(d, "executable", v.Parent.Executable)
+		e.Dict("parent", d)
 	}
 }
 
@@ -183,6 +186,15 @@ func (v *Ox) MarshalZerologObject(e *zerolog.Event) {
 		e.Dict("approval", a)
 	}
 	strIf(e, "landlock_domain", v.LandlockDomain)
+	if len(v.Ancestry) > 0 {
+		arr := zerolog.Arr()
+		for _, a := range v.Ancestry {
+			d := zerolog.Dict().Int("pid", a.PID)
+			strIf(d, "name", a.Name)
+			arr.Dict(d)
+		}
+		e.Array("ancestry", arr)
+	}
 	if len(v.Enriched) > 0 {
 		e.Strs("enriched", v.Enriched)
 	}

@@ -51,12 +51,17 @@ func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 		mu    sync.Mutex
 		cache = map[int]cachedProc{}
 	)
-	lookup := func(pid int) (procInfo, bool) {
+	// lookup reads what /proc says about pid, giving up at deadline.
+	lookup := func(pid int, deadline time.Time) (procInfo, bool) {
 		mu.Lock()
 		c, ok := cache[pid]
 		mu.Unlock()
 		if ok && time.Since(c.at) < procCacheTTL {
 			return c.info, true
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return procInfo{}, false
 		}
 		select {
 		case slots <- struct{}{}:
@@ -68,6 +73,8 @@ func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 			defer func() { <-slots }()
 			done <- readProc(procRoot, pid)
 		}()
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
 		select {
 		case info := <-done:
 			mu.Lock()
@@ -77,7 +84,7 @@ func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 			cache[pid] = cachedProc{info: info, at: time.Now()}
 			mu.Unlock()
 			return info, true
-		case <-time.After(timeout):
+		case <-timer.C:
 			return procInfo{}, false
 		}
 	}
@@ -86,28 +93,49 @@ func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
 		if p == nil || p.PID <= 0 {
 			return
 		}
-		if p.Executable != "" && p.CommandLine != "" && p.Name != "" && p.Parent != nil {
+		// One deadline for the whole record, the ancestry included.
+		deadline := time.Now().Add(timeout)
+		fill := func(field *string, val, name string) {
+			if *field == "" && val != "" {
+				*field = val
+				r.Ox.Enriched = append(r.Ox.Enriched, name)
+			}
+		}
+		// A process that has exited leaves its own fields empty; a parent
+		// the kernel named still gives the chain.
+		if info, ok := lookup(p.PID, deadline); ok {
+			fill(&p.Executable, info.exe, "process.executable")
+			fill(&p.CommandLine, info.cmdline, "process.command_line")
+			fill(&p.Name, info.name, "process.name")
+			if p.Parent == nil && info.ppid > 0 {
+				p.Parent = &Parent{PID: info.ppid}
+				r.Ox.Enriched = append(r.Ox.Enriched, "process.parent.pid")
+			}
+		}
+		if p.Parent == nil || p.Parent.PID <= 1 || len(r.Ox.Ancestry) > 0 {
 			return
 		}
-		info, ok := lookup(p.PID)
-		if !ok {
-			return
+		// The chain starts from the parent the record names: the
+		// producer's, when it gave one, is what the kernel said.
+		var chain []Ancestor
+		for pid := p.Parent.PID; pid > 1 && len(chain) < MaxAncestry; {
+			a, ok := lookup(pid, deadline)
+			if !ok || a.name == "" {
+				break
+			}
+			if len(chain) == 0 {
+				fill(&p.Parent.Name, a.name, "process.parent.name")
+				fill(&p.Parent.Executable, a.exe, "process.parent.executable")
+			}
+			chain = append(chain, Ancestor{PID: pid, Name: a.name})
+			if a.ppid == pid {
+				break
+			}
+			pid = a.ppid
 		}
-		if p.Executable == "" && info.exe != "" {
-			p.Executable = info.exe
-			r.Ox.Enriched = append(r.Ox.Enriched, "process.executable")
-		}
-		if p.CommandLine == "" && info.cmdline != "" {
-			p.CommandLine = info.cmdline
-			r.Ox.Enriched = append(r.Ox.Enriched, "process.command_line")
-		}
-		if p.Name == "" && info.name != "" {
-			p.Name = info.name
-			r.Ox.Enriched = append(r.Ox.Enriched, "process.name")
-		}
-		if p.Parent == nil && info.ppid > 0 {
-			p.Parent = &Parent{PID: info.ppid}
-			r.Ox.Enriched = append(r.Ox.Enriched, "process.parent.pid")
+		if len(chain) > 0 {
+			r.Ox.Ancestry = chain
+			r.Ox.Enriched = append(r.Ox.Enriched, "oxsupervise.ancestry")
 		}
 	}
 }

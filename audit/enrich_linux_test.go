@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -33,9 +34,37 @@ func TestProcEnricher(t *testing.T) {
 	if r.Process.Parent == nil || r.Process.Parent.PID != os.Getpid() {
 		t.Errorf("process.parent = %+v, want pid %d", r.Process.Parent, os.Getpid())
 	}
-	want := []string{"process.executable", "process.command_line", "process.parent.pid"}
+	want := []string{"process.executable", "process.command_line", "process.parent.pid",
+		"process.parent.name", "process.parent.executable", "oxsupervise.ancestry"}
 	if !slices.Equal(r.Ox.Enriched, want) {
 		t.Errorf("oxsupervise.enriched = %v, want %v", r.Ox.Enriched, want)
+	}
+	// The parent is this test binary, then whatever started it.
+	self, _ := os.Executable()
+	if r.Process.Parent.Executable != self {
+		t.Errorf("process.parent.executable = %q, want %q", r.Process.Parent.Executable, self)
+	}
+	chain := r.Ox.Ancestry
+	if len(chain) == 0 || len(chain) > MaxAncestry || chain[0].PID != os.Getpid() || chain[0].Name != r.Process.Parent.Name {
+		t.Fatalf("oxsupervise.ancestry = %+v, want this process (%d) first, at most %d", chain, os.Getpid(), MaxAncestry)
+	}
+	for i, a := range chain {
+		if a.PID <= 1 || a.Name == "" {
+			t.Errorf("ancestry[%d] = %+v: want a named process other than init", i, a)
+		}
+		if i > 0 {
+			if ppid := ppidOf(t, chain[i-1].PID); ppid != a.PID {
+				t.Errorf("ancestry[%d] = %d, but the parent of %d is %d", i, a.PID, chain[i-1].PID, ppid)
+			}
+		}
+	}
+
+	// A parent the producer gave (the kernel's word) is kept; the chain
+	// starts from it.
+	given := &Record{Process: &Process{PID: cmd.Process.Pid, Parent: &Parent{PID: os.Getppid()}}}
+	enrich(given)
+	if given.Process.Parent.PID != os.Getppid() || len(given.Ox.Ancestry) == 0 || given.Ox.Ancestry[0].PID != os.Getppid() {
+		t.Errorf("with a given parent %d: parent %+v, ancestry %+v", os.Getppid(), given.Process.Parent, given.Ox.Ancestry)
 	}
 
 	cmd.Process.Kill()
@@ -52,6 +81,12 @@ func TestProcEnricher(t *testing.T) {
 	ProcEnricher(time.Second)(gone)
 	if gone.Process.Executable != "" || gone.Process.CommandLine != "" || len(gone.Ox.Enriched) != 0 {
 		t.Errorf("enrichment of an exited pid filled %+v (%v)", gone.Process, gone.Ox.Enriched)
+	}
+	// Its parent, as a kernel producer names it, still gives the chain.
+	orphan := &Record{Process: &Process{PID: cmd.Process.Pid, Parent: &Parent{PID: os.Getpid()}}}
+	ProcEnricher(time.Second)(orphan)
+	if orphan.Process.Executable != "" || len(orphan.Ox.Ancestry) == 0 || orphan.Ox.Ancestry[0].PID != os.Getpid() {
+		t.Errorf("exited pid with a given parent: process %+v, ancestry %+v", orphan.Process, orphan.Ox.Ancestry)
 	}
 }
 
@@ -80,4 +115,14 @@ func TestProcEnricherTimesOut(t *testing.T) {
 	if f, err := os.OpenFile(pidDir+"/cmdline", os.O_WRONLY, 0); err == nil {
 		f.Close()
 	}
+}
+
+func ppidOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ppid := parseStat(b)
+	return ppid
 }

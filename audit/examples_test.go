@@ -32,11 +32,18 @@ func exampleRecords() []example {
 	const session = "s-7f3a9c"
 	const digest = "sha256:9b1c6c3e1d0f4e0aa4d2f06b1d3e55b3b2a4c5d6e7f8091a2b3c4d5e6f708192"
 	return []example{
-		{"denial, file (BPF-LSM)", Record{Timestamp: at, Process: proc(), User: &User{ID: "1000"},
+		{"denial, file (BPF-LSM), enriched from /proc", Record{Timestamp: at,
+			Process: &Process{PID: 4242, Name: "bash", Executable: "/usr/bin/bash",
+				CommandLine: "bash -c echo x > /etc/passwd", Thread: &Thread{ID: 4242},
+				Parent: &Parent{PID: 4200, Name: "node", Executable: "/usr/bin/node"}},
+			User:  &User{ID: "1000"},
 			File:  &File{Path: "/etc/passwd", Device: "254:1", Inode: 1311},
 			Event: Event{Action: "open"},
 			Ox: Ox{Kind: KindDenial, Session: session, Layer: LayerBPFLSM, Class: ClassFile,
-				Errno: 13, Rule: "outside writable roots", Mode: "workspace-write"}}},
+				Errno: 13, Rule: "outside writable roots", Mode: "workspace-write",
+				Ancestry: []Ancestor{{PID: 4200, Name: "node"}, {PID: 4100, Name: "oxsupervise"}, {PID: 3900, Name: "zsh"}},
+				Enriched: []string{"process.executable", "process.command_line", "process.parent.pid",
+					"process.parent.name", "process.parent.executable", "oxsupervise.ancestry"}}}},
 		{"denial, file (Landlock, from the kernel audit log)", Record{Timestamp: at,
 			Process: &Process{PID: 4243, Name: "touch", Executable: "/usr/bin/touch", Parent: &Parent{PID: 4242}},
 			User:    &User{ID: "1000"},

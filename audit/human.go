@@ -113,6 +113,14 @@ func subject(r *Record) string {
 	if r.Ox.Rule != "" {
 		parts = append(parts, "rule="+r.Ox.Rule)
 	}
+	if len(r.Ox.Ancestry) > 0 {
+		names := make([]string, len(r.Ox.Ancestry))
+		for i, a := range r.Ox.Ancestry {
+			names[i] = a.Name
+		}
+		// Parent first: "under=bash<node<zsh".
+		parts = append(parts, "under="+strings.Join(names, "<"))
+	}
 	if r.Message != "" {
 		parts = append(parts, strconv.Quote(r.Message))
 	}

@@ -94,9 +94,21 @@ type Thread struct {
 	ID int `json:"id"`
 }
 
-// Parent is ECS process.parent (only the pid is recorded).
+// Parent is ECS process.parent: the pid from the producer or /proc, name
+// and executable from /proc (enrichment).
 type Parent struct {
-	PID int `json:"pid"`
+	PID        int    `json:"pid"`
+	Name       string `json:"name,omitempty"`
+	Executable string `json:"executable,omitempty"`
+}
+
+// MaxAncestry bounds oxsupervise.ancestry.
+const MaxAncestry = 8
+
+// Ancestor is one process of oxsupervise.ancestry.
+type Ancestor struct {
+	PID  int    `json:"pid"`
+	Name string `json:"name,omitempty"`
 }
 
 // User is ECS user.*; ECS types user.id as a keyword, so the uid is a
@@ -176,6 +188,11 @@ type Ox struct {
 	Approval             *Approval `json:"approval,omitempty"`
 	// LandlockDomain is the kernel's Landlock domain id of a Landlock denial.
 	LandlockDomain string `json:"landlock_domain,omitempty"`
+	// Ancestry is the acting process's parent, its parent and so on (at
+	// most MaxAncestry, up to but not including pid 1), read from /proc
+	// when the record was written: which shell, agent or supervisor the
+	// refused command ran under.
+	Ancestry []Ancestor `json:"ancestry,omitempty"`
 	// Enriched lists the fields filled from /proc by the sink rather than
 	// given by the producer; they can be wrong if the pid was reused.
 	Enriched []string `json:"enriched,omitempty"`

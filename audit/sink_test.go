@@ -362,9 +362,10 @@ func TestFormatHuman(t *testing.T) {
 	r := denial("s-1", 77, "unlink", "/etc/hosts")
 	r.Timestamp = time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
 	r.Ox.Rule = "outside writable roots"
+	r.Ox.Ancestry = []Ancestor{{PID: 70, Name: "bash"}, {PID: 60, Name: "node"}}
 	r.Normalize()
 	plain := FormatHuman(r, HumanOptions{})
-	for _, want := range []string{"2026-01-02T03:04:05.006Z", "s-1", "bpf-lsm", "denial", "unlink", "77", "/etc/hosts", "EACCES", "rule=outside writable roots"} {
+	for _, want := range []string{"2026-01-02T03:04:05.006Z", "s-1", "bpf-lsm", "denial", "unlink", "77", "/etc/hosts", "EACCES", "rule=outside writable roots", "under=bash<node"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("human line %q lacks %q", plain, want)
 		}

@@ -174,6 +174,17 @@ static long walk_step(__u32 level, struct walk *w)
 }
 
 /*
+ * current_ppid is the caller's parent as the kernel knows it when it
+ * refuses: the process may be gone before userspace reads the event, and
+ * its parent names what it ran under.
+ */
+static __always_inline __u32 current_ppid(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	return BPF_CORE_READ(task, real_parent, tgid);
+}
+
+/*
  * The state of the path an event carries, built by path_step. pos and n
  * start from walk.zero, not a literal 0: a 6.1 verifier checks a bpf_loop
  * callback once, from the caller's state, so from a constant 0 it would
@@ -244,6 +255,8 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	/* Ring buffer memory is not zeroed: no field may keep an old record's bytes. */
 	e->family = 0;
 	e->target_pid = 0;
+	e->ppid = current_ppid();
+	e->_pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
 	struct path_build pb = {.e = e, .dentry = leaf, .pos = w->zero, .n = w->zero};
@@ -770,6 +783,7 @@ static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, _
 	e->kind = FS_KIND_SELF;
 	e->target_pid = target_pid;
 	e->family = family;
+	e->ppid = current_ppid();
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	oxs_event_submit(e);
 	return -EPERM;

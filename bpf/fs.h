@@ -159,6 +159,8 @@ struct fs_event {
 	__u16 path_off; /* path[0:path_off] holds the names, leaf first */
 	__u16 family;   /* FS_OP_SOCKET: the address family refused */
 	__u32 target_pid; /* FS_OP_PTRACE, FS_OP_KILL: the task reached for */
+	__u32 ppid;    /* tgid of the caller's parent (real_parent) */
+	__u32 _pad;
 	char comm[16];
 	char path[FS_PATH_LEN];
 };

@@ -93,10 +93,13 @@ func (k Kind) String() string {
 type Event struct {
 	CgroupID uint64
 	PID, TID uint32
-	UID      uint32
-	Comm     string
-	Op       Op
-	Errno    syscall.Errno
+	// PPID is the caller's parent (its real_parent's tgid) when the
+	// kernel refused.
+	PPID  uint32
+	UID   uint32
+	Comm  string
+	Op    Op
+	Errno syscall.Errno
 	// Dev is the refused entry's st_dev as userspace sees it, Ino its
 	// inode (0 when the entry did not exist yet: NewEntry).
 	Dev, Ino uint64

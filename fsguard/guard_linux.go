@@ -255,6 +255,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		buf[i] = byte(raw.Path[i])
 	}
 	e.TargetPID = raw.TargetPid
+	e.PPID = raw.Ppid
 	e.Family = raw.Family
 	switch {
 	case e.Kind == KindSelf:

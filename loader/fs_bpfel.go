@@ -39,6 +39,8 @@ type fsFsEvent struct {
 	PathOff   uint16
 	Family    uint16
 	TargetPid uint32
+	Ppid      uint32
+	Pad       uint32
 	Comm      [16]int8
 	Path      [1024]int8
 }

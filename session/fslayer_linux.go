@@ -137,6 +137,9 @@ func fsRecord(ev fsguard.Event, session, mode string, now time.Time) *audit.Reco
 	}
 	if ev.PID != 0 {
 		r.Process = &audit.Process{PID: int(ev.PID), Name: ev.Comm, Thread: &audit.Thread{ID: int(ev.TID)}}
+		if ev.PPID != 0 {
+			r.Process.Parent = &audit.Parent{PID: int(ev.PPID)}
+		}
 		r.User = &audit.User{ID: fmt.Sprint(ev.UID)}
 	}
 	switch {

@@ -139,7 +139,7 @@ func TestRunExecGate(t *testing.T) {
 
 func TestFSRecord(t *testing.T) {
 	now := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
-	proc := fsguard.Event{CgroupID: 7, PID: 42, TID: 43, UID: 1000, Comm: "sh", Errno: syscall.EACCES}
+	proc := fsguard.Event{CgroupID: 7, PID: 42, TID: 43, PPID: 40, UID: 1000, Comm: "sh", Errno: syscall.EACCES}
 	with := func(f func(*fsguard.Event)) fsguard.Event { e := proc; f(&e); return e }
 	tests := []struct {
 		name       string
@@ -182,7 +182,7 @@ func TestFSRecord(t *testing.T) {
 			if fmt.Sprint(r.File) != fmt.Sprint(tt.file) {
 				t.Errorf("file %+v, want %+v", r.File, tt.file)
 			}
-			if r.Process == nil || r.Process.PID != 42 || r.Process.Name != "sh" || r.Process.Thread.ID != 43 || r.User.ID != "1000" {
+			if r.Process == nil || r.Process.PID != 42 || r.Process.Name != "sh" || r.Process.Thread.ID != 43 || r.Process.Parent == nil || r.Process.Parent.PID != 40 || r.User.ID != "1000" {
 				t.Errorf("process %+v user %+v", r.Process, r.User)
 			}
 			if !strings.Contains(r.Message, tt.msgContain) {

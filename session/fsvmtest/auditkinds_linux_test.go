@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +66,8 @@ func TestRunAuditsEveryRefusalKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	script := `"$SELF" ` + fsopVerb + ` write .env.local >/dev/null; "$SELF" ` + fsopVerb + ` read .env.local; "$SELF" ` + fsopVerb + ` read .env.example; ` +
+	// The shell's pid is every refused process's parent.
+	script := `echo "sh=$$" >&2; "$SELF" ` + fsopVerb + ` write .env.local >/dev/null; "$SELF" ` + fsopVerb + ` read .env.local; "$SELF" ` + fsopVerb + ` read .env.example; ` +
 		`"$SELF" ` + fsopVerb + ` unix-connect "$OUT/docker.sock"; "$SELF" ` + fsopVerb + ` socket ` + strconv.Itoa(unix.AF_PACKET)
 	code, stdout, stderr := e.runCLI(t, nil, script)
 	if code != 0 {
@@ -76,6 +78,11 @@ func TestRunAuditsEveryRefusalKind(t *testing.T) {
 		t.Fatalf("outcomes %q, want %q (read a new .env.local, read .env.example, connect outside, AF_PACKET)\nstderr: %s", got, want, stderr)
 	}
 	id, _ := sessionOf(t, e.auditLog, 0)
+	m := regexp.MustCompile(`(?m)^sh=(\d+)$`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("the script did not say its pid:\n%s", stderr)
+	}
+	shPID, _ := strconv.Atoi(m[1])
 	tests := []struct {
 		name, action string
 		class        audit.Class
@@ -106,6 +113,11 @@ func TestRunAuditsEveryRefusalKind(t *testing.T) {
 				}
 				if r.Process == nil || r.Process.PID == 0 {
 					t.Fatalf("record without the process: %+v", r)
+				}
+				// The kernel's word: the process has exited by the time
+				// the record is written, its parent is in the event.
+				if r.Process.Parent == nil || r.Process.Parent.PID != shPID {
+					t.Fatalf("process.parent %+v, want the shell, pid %d", r.Process.Parent, shPID)
 				}
 				return
 			}
