@@ -145,14 +145,7 @@ func TestDaemonStopPins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(sleeper.Process.Pid), "none", "-")
-	if res.code != 0 {
-		t.Fatalf("attach: exit %d %s", res.code, res.stderr)
-	}
-	var ar AttachResult
-	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
-		t.Fatalf("attach answer %q: %v", res.stdout, err)
-	}
+	ar := w.attachNet(t, sleeper.Process.Pid, "none", "-")
 	g, err := cgroup.OpenSession(w.opts.Cgroup, ar.Session.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +201,7 @@ func TestDaemonStopsSessionItCannotReconfine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(sleeper.Process.Pid), "none", "-")
-	if res.code != 0 {
-		t.Fatalf("attach: exit %d %s", res.code, res.stderr)
-	}
-	var ar AttachResult
-	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
-		t.Fatalf("attach answer %q: %v", res.stdout, err)
-	}
+	ar := w.attachNet(t, sleeper.Process.Pid, "none", "-")
 	w.stop()
 	gens, _ := pinnedSessions(t, w, "net", "net_sessions")
 	if len(gens) != 1 {

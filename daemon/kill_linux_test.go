@@ -197,14 +197,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 			t.Fatalf("target never ran as uid %d: %s", nobody, out.String())
 		}
 	}
-	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(target.Process.Pid), "allowlist", allowedAddr)
-	if res.code != 0 {
-		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
-	}
-	var ar AttachResult
-	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
-		t.Fatalf("attach answer %q: %v", res.stdout, err)
-	}
+	ar := w.attachNet(t, target.Process.Pid, "allowlist", allowedAddr)
 	g, err := cgroup.OpenSession(w.opts.Cgroup, ar.Session.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -581,6 +581,22 @@ func oxField(r map[string]any, key string) any {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// attachNet has the user nobody attach pid through the daemon with
+// network policy net (allow: one allow entry, "-" for none) and returns
+// the daemon's answer; anything but success fails the test.
+func (w *world) attachNet(t *testing.T, pid int, net, allow string) AttachResult {
+	t.Helper()
+	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", itoa(pid), net, allow)
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+	var ar AttachResult
+	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
+		t.Fatalf("attach answer %q: %v", res.stdout, err)
+	}
+	return ar
+}
+
 func execCommand(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}

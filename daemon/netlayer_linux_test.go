@@ -206,18 +206,7 @@ func TestDaemonNetworkAttach(t *testing.T) {
 	// nsenter (root, for setns) drops to nobody and execs sh in place:
 	// its pid is the target's.
 	target, out := w.startNobodyTarget(t, dpid, script)
-	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
-	if res.code != 0 {
-		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
-	}
-	var ar struct {
-		Session struct {
-			ID string `json:"id"`
-		} `json:"session"`
-	}
-	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
-		t.Fatalf("attach answer %q: %v", res.stdout, err)
-	}
+	ar := w.attachNet(t, target.Process.Pid, "allowlist", allowedAddr)
 	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -310,14 +299,7 @@ func TestDaemonNetworkReappliedOnAdopt(t *testing.T) {
 	wait := func(f string) string { return "while [ ! -e " + f + " ]; do sleep 0.05; done; " }
 	script := wait(go1) + connectScript(allowedAddr, otherAddr) + "; echo round1; " + wait(go2) + connectScript(allowedAddr, otherAddr)
 	target, out := w.startNobodyTarget(t, d1.Process.Pid, script)
-	res := w.runHelper(t, nobody, w.ws, nil, "attachnet", strconv.Itoa(target.Process.Pid), "allowlist", allowedAddr)
-	if res.code != 0 {
-		t.Fatalf("attach: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
-	}
-	var ar AttachResult
-	if err := json.Unmarshal([]byte(res.stdout), &ar); err != nil || ar.Session.ID == "" {
-		t.Fatalf("attach answer %q: %v", res.stdout, err)
-	}
+	ar := w.attachNet(t, target.Process.Pid, "allowlist", allowedAddr)
 	round := func(n int, marker string) string {
 		t.Helper()
 		os.WriteFile(marker, nil, 0o644)
