@@ -18,6 +18,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -171,7 +172,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 		t.Skipf("nsenter(1) not found (%v)", err)
 	}
 	d1, log1 := w.startDaemonInNetns(t, 0)
-	if !logged(log1.String(), `"layer":"network"`, `"message":"layer pinned"`) {
+	if !testutil.LineHasAll(log1.String(), `"layer":"network"`, `"message":"layer pinned"`) {
 		t.Fatalf("the daemon did not pin its network layer:\n%s", log1.String())
 	}
 	const rounds = 3
@@ -307,18 +308,4 @@ func denialsByDest(recs []audit.Record, id, dest string) []audit.Record {
 		}
 	}
 	return out
-}
-
-// logged reports whether one line of log holds every part.
-func logged(log string, parts ...string) bool {
-	for _, line := range strings.Split(log, "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }

@@ -253,13 +253,17 @@ func runHelper(op string) int {
 		// n UDP datagrams to args[0], each judged by sendmsg: Extra
 		// counts those refused with EPERM.
 		n, _ := strconv.Atoi(args[1])
-		ap := netip.MustParseAddrPort(args[0])
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		family, sa, err := sockaddr(args[0])
 		if err != nil {
 			emit(resultOf(err))
 			return 0
 		}
-		sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			emit(resultOf(err))
+			return 0
+		}
+		defer unix.Close(fd)
 		refused := 0
 		for i := 0; i < n; i++ {
 			if err := unix.Sendto(fd, []byte("x"), 0, sa); errors.Is(err, unix.EPERM) {

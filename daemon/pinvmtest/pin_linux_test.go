@@ -114,19 +114,7 @@ func newWorld(t *testing.T) *world {
 	if err := loader.ProbeBPFLSM(); err != nil {
 		testutil.SkipUnlessVM(t, "BPF-LSM not usable: %v", err)
 	}
-	// Not below /tmp or $TMPDIR: those are writable roots of every
-	// session.
-	base, err := os.MkdirTemp("/var/tmp", "oxs-pinvm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	// A tmpfs of its own: on the VM's overlay root a directory's st_ino
-	// need not be the inode the kernel's walk sees (rules match inodes).
-	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "mode=0755"); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v", base, err)
-	}
-	t.Cleanup(func() { unix.Unmount(base, unix.MNT_DETACH) })
+	base := testutil.TmpfsBase(t, "oxs-pinvm-")
 	w := &world{base: base, ws: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside")}
 	for _, d := range []string{w.ws, w.outside, filepath.Join(base, "managed")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -232,7 +220,7 @@ func TestDaemonKill9KeepsPinnedFSRules(t *testing.T) {
 	w := newWorld(t)
 	rootHomeOffOverlay(t)
 	d1, log1 := w.startDaemon(t)
-	if !logged(log1.String(), `"layer":"bpf-lsm"`, `"message":"layer pinned"`) {
+	if !testutil.LineHasAll(log1.String(), `"layer":"bpf-lsm"`, `"message":"layer pinned"`) {
 		t.Fatalf("the daemon did not build and pin its BPF-LSM layer:\n%s", log1.String())
 	}
 	self, _ := os.Executable()
@@ -376,20 +364,6 @@ func unaudited(t *testing.T, auditPath string) uint64 {
 		}
 	}
 	return n
-}
-
-// logged reports whether one line of log holds every part.
-func logged(log string, parts ...string) bool {
-	for _, line := range strings.Split(log, "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 // rootHomeOffOverlay gives root a home on tmpfs when its home is on

@@ -115,19 +115,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	// Not below /tmp or $TMPDIR: those are writable roots.
-	base, err := os.MkdirTemp("/var/tmp", "oxs-fsvm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	// A tmpfs of its own: the VM's root is an overlayfs, and BPF-LSM
-	// refuses anchors on overlayfs (fsguard.ErrOverlay; see
+	// BPF-LSM refuses anchors on overlayfs (fsguard.ErrOverlay; see
 	// TestRunOverlayWorkspace).
-	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "mode=0755"); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v", base, err)
-	}
-	t.Cleanup(func() { unix.Unmount(base, unix.MNT_DETACH) })
+	base := testutil.TmpfsBase(t, "oxs-fsvm-")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
