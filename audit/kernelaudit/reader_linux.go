@@ -3,8 +3,11 @@
 package kernelaudit
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -62,6 +65,10 @@ type Stats struct {
 	Overflows    uint64 // records lost to socket overflows, reported as events_lost
 	KernelLost   uint64 // increase of the kernel's lost counter, reported as events_lost
 	Unread       uint64 // records left unread when a drain timed out, reported as events_lost
+	// MarkerDrains counts drains that ended when the reader's own marker
+	// came back (exact); the others ended on a quiet socket and an empty
+	// backlog, or on DrainTimeout.
+	MarkerDrains uint64
 }
 
 // Reader receives kernel audit records from the NETLINK_AUDIT multicast
@@ -167,14 +174,31 @@ func (r *Reader) Stats() Stats {
 // When ctx ends Run does not stop at once: the kernel queues a refusal's
 // records before the refused syscall returns, but delivers them later from
 // kauditd, and a flood can leave thousands of them in the kernel's backlog
-// and in the socket. Run keeps reading until the backlog is empty and the
-// socket stays quiet, so a caller that cancels after its session's
-// processes are gone gets every record. A drain that cannot finish within
-// Options.DrainTimeout (another audit user keeps the backlog busy) ends
-// with an events_lost record counting what was left unread. Close stops
-// Run at once.
+// and in the socket. When ctx ends, Run writes its own marker record into
+// the audit stream (sendMarker) and reads until the marker comes back:
+// kauditd delivers in queue order, so a caller that cancels after its
+// session's processes are gone gets every record, without waiting for
+// silence. Where the marker cannot be written (no CAP_AUDIT_WRITE) Run
+// falls back to reading until the backlog is empty and the socket stays
+// quiet. A drain that cannot finish within Options.DrainTimeout (another
+// audit user keeps the backlog busy) ends with an events_lost record
+// counting what was left unread. Close stops Run at once.
 func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 	asm := newAssembler(r.opts.FlushAfter)
+	// The drain marker is sent the moment ctx ends; its arrival also
+	// wakes the receive below, so the drain starts without waiting out a
+	// receive timeout.
+	mk := newMarker()
+	markerSent := make(chan error, 1)
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go func() {
+		select {
+		case <-ctx.Done():
+			markerSent <- sendMarker(mk.text)
+		case <-runDone:
+		}
+	}()
 	sessionOf := r.sessionOf
 	buf := make([]byte, 1<<16)
 	flush := func(events []Event) {
@@ -203,7 +227,7 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		switch {
 		case err == nil:
 			got = n > 0
-			for _, m := range r.parse(buf[:n]) {
+			for _, m := range r.parse(buf[:n], &mk) {
 				flush(asm.add(m, now))
 			}
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
@@ -228,10 +252,98 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 			return err
 		}
 	}
+	if err := <-markerSent; err == nil {
+		return r.drainToMarker(receive, &mk, emit)
+	}
 	return r.drain(receive, emit)
 }
 
-// drain reads until the kernel's audit backlog is empty and two receive
+// marker is the drain marker of one Run: a record this reader writes into
+// the kernel audit stream itself when its context ends.
+type marker struct {
+	text []byte // the message, unique to the Run
+	seen bool   // the marker came back through the multicast group
+}
+
+// markerPrefix starts every drain marker's text. The text has no spaces or
+// quotes: the kernel hex-encodes a user message that has them.
+const markerPrefix = "oxsupervise-audit-drain="
+
+func newMarker() marker {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand does not fail on Linux
+	return marker{text: []byte(markerPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(nonce[:]))}
+}
+
+// sendMarker writes text into the kernel audit stream as a trusted
+// application's message (AUDIT_TRUSTED_APP, needs CAP_AUDIT_WRITE). The
+// kernel queues it behind every record already queued, and kauditd
+// multicasts in queue order: once it arrives, every record that was queued
+// before it has arrived too. On a machine running auditd the marker is one
+// line in its log per drained reader; that is the price of an exact drain
+// that does not wait for silence.
+func sendMarker(text []byte) error {
+	// The kernel overwrites the message's last byte with a NUL
+	// (audit_receive_msg), so the text carries its own.
+	_, err := auditRequest(auditTrustedApp, append(append([]byte(nil), text...), 0))
+	return err
+}
+
+// auditTrustedApp is AUDIT_TRUSTED_APP (include/uapi/linux/audit.h):
+// "trusted app msg - freestyle text", in the range of user messages the
+// kernel accepts from a process with CAP_AUDIT_WRITE.
+const auditTrustedApp = 1121
+
+// markerGiveUp is how many receive timeouts in a row, with the kernel
+// backlog empty, a drain waits for a marker that was accepted but never
+// arrived (an audit rule such as "-a never,user" drops user messages
+// before they are queued) before it falls back to the quiet-socket
+// evidence. It bounds only that failure path; a delivered marker ends the
+// drain at once.
+const markerGiveUp = 20
+
+// drainToMarker reads until the reader's own marker arrives: every record
+// queued before the session's processes were gone has then been received
+// (or its loss counted by the overflow and lost checks). There is no wait
+// on the success path, only on receives that bring data.
+func (r *Reader) drainToMarker(receive func() (got, stop bool, err error), mk *marker, emit func(audit.Record)) error {
+	deadline := time.Now().Add(r.opts.DrainTimeout)
+	quiet := 0
+	defer func() {
+		if mk.seen {
+			r.mu.Lock()
+			r.stats.MarkerDrains++
+			r.mu.Unlock()
+		}
+	}()
+	for !mk.seen {
+		got, stop, err := receive()
+		if stop {
+			return err
+		}
+		if got || mk.seen {
+			quiet = 0
+			continue
+		}
+		st, err := getStatus()
+		if err == nil && st.Backlog > 0 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if quiet >= markerGiveUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			r.reportUnread(st.Backlog, emit)
+			return nil
+		}
+	}
+	return nil
+}
+
+// drain is the fallback when no marker could be written: it reads until
+// the kernel's audit backlog is empty and two receive
 // timeouts in a row brought nothing: kauditd multicasts a record right
 // after taking it off the backlog, so an empty backlog followed by a quiet
 // socket means every record queued before drain began was read or counted.
@@ -391,7 +503,7 @@ func (r *Reader) checkLost(emit func(audit.Record)) {
 // parse splits a datagram into audit messages. Multicast copies carry a
 // correct nlmsg_len (unlike the unicast feed to auditd), but a short or
 // over-long length is tolerated by taking the rest of the datagram.
-func (r *Reader) parse(b []byte) []Message {
+func (r *Reader) parse(b []byte, mk *marker) []Message {
 	var out []Message
 	for len(b) >= unix.NLMSG_HDRLEN {
 		length := int(binary.NativeEndian.Uint32(b[0:4]))
@@ -404,6 +516,9 @@ func (r *Reader) parse(b []byte) []Message {
 		r.mu.Lock()
 		r.stats.Messages++
 		r.mu.Unlock()
+		if typ == auditTrustedApp && bytes.Contains(payload, mk.text) {
+			mk.seen = true
+		}
 		if typ >= 1300 && typ < 1500 {
 			if m, err := ParseMessage(typ, payload); err == nil {
 				out = append(out, m)
