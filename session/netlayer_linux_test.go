@@ -311,7 +311,7 @@ func sessionIDs(recs []audit.Record) []string {
 func netDenials(recs []audit.Record, id string) map[string]audit.Record {
 	out := map[string]audit.Record{}
 	for _, r := range recs {
-		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroup && r.Destination != nil {
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroupNet && r.Destination != nil {
 			out[netip.AddrPortFrom(r.Destination.IP, r.Destination.Port).String()] = r
 		}
 	}
@@ -709,11 +709,11 @@ func TestNetLayerBurstAccounted(t *testing.T) {
 	var denials, suppressed, lost uint64
 	for _, r := range recs {
 		switch {
-		case r.Ox.Kind == audit.KindDenial && r.Ox.Session == ids[0] && r.Ox.Layer == audit.LayerCgroup:
+		case r.Ox.Kind == audit.KindDenial && r.Ox.Session == ids[0] && r.Ox.Layer == audit.LayerCgroupNet:
 			denials++
 		case r.Ox.Kind == audit.KindSuppressed && r.Ox.Session == ids[0]:
 			suppressed += r.Ox.Suppressed
-		case r.Ox.Kind == audit.KindEventsLost && r.Ox.Layer == audit.LayerCgroup:
+		case r.Ox.Kind == audit.KindEventsLost && r.Ox.Layer == audit.LayerCgroupNet:
 			lost += r.Ox.EventsLost
 		}
 	}
