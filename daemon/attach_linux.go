@@ -44,12 +44,15 @@ func procOwner(pid int) (ruid, euid, gid int, err error) {
 	return ruid, euid, gid, nil
 }
 
-func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
+// attach confines a running process of the caller's (POST
+// /sessions/attach); the session outlives the request.
+func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req AttachRequest
-	p := s.outsidePeer(w, r, "attaching a process", &req)
-	if p == nil {
+	if err := DecodeRequest(r.Body, &req); err != nil {
+		writeError(w, err)
 		return
 	}
+	p := who.Peer
 	pidfd, err := unix.PidfdOpen(req.PID, 0)
 	if err != nil {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "pid %d: no such process", req.PID))

@@ -11,6 +11,133 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
+// access is what a route requires of its caller. authorize checks it
+// before the route's handler runs, from the kernel's account of the peer
+// (SO_PEERCRED, its pidfd, its cgroup) and never from the request, so
+// that no handler decides on its own who may call it.
+type access struct {
+	kind accessKind
+	// what names the action in a refusal ("creating a session").
+	what string
+}
+
+type accessKind int
+
+const (
+	accessPublic accessKind = iota
+	accessPeer
+	accessLocated
+	accessOutside
+	accessOwner
+	accessManaged
+)
+
+var (
+	// public: anyone connected (GET /health).
+	public = access{kind: accessPublic}
+	// anyPeer: any peer the kernel described; the handler shows the caller
+	// only what is theirs (caller.admin: everything).
+	anyPeer = access{kind: accessPeer}
+	// locatedPeer: anyPeer, with caller.session the session the peer
+	// process is in ("" for none).
+	locatedPeer = access{kind: accessLocated}
+	// sessionOwner: the session the {id} path value names exists and the
+	// caller may act on it (caller.target, caller.entry).
+	sessionOwner = access{kind: accessOwner}
+)
+
+// outsideSessions refuses callers inside any session: what they ask
+// would let a confined process act beyond its boundary.
+func outsideSessions(what string) access { return access{kind: accessOutside, what: what} }
+
+// inManagedSession admits only callers inside a session this daemon
+// created or attached (caller.session, caller.managed): its policy judges
+// what they ask.
+func inManagedSession(what string) access { return access{kind: accessManaged, what: what} }
+
+// caller is the authorized sender of a request, as authorize established
+// it for the route's access.
+type caller struct {
+	*Peer
+	s *Server
+	// session is the session the peer process is in ("" for none), for
+	// locatedPeer and inManagedSession; managed is its state
+	// (inManagedSession).
+	session string
+	managed *managed
+	// target is the session the path names and entry its registry entry
+	// (sessionOwner).
+	target string
+	entry  session.Entry
+}
+
+// admin reports whether the caller may see and act on everyone's sessions
+// and approvals.
+func (c *caller) admin() bool { return c.s.isAdmin(c.Peer) }
+
+// handlerFunc serves a request authorize has admitted.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller)
+
+// authorize is the one authorization middleware: every route goes
+// through it, and its handler runs only when the caller has the access
+// the route requires. A refusal is answered here.
+func (s *Server) authorize(a access, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.authorized(r, a)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		h(w, r, c)
+	})
+}
+
+func (s *Server) authorized(r *http.Request, a access) (*caller, error) {
+	c := &caller{s: s}
+	if a.kind == accessPublic {
+		return c, nil
+	}
+	p, err := requestPeer(r)
+	if err != nil {
+		return nil, err
+	}
+	c.Peer = p
+	switch a.kind {
+	case accessLocated:
+		c.session, err = s.sessionOf(p)
+	case accessOutside:
+		err = s.outsideSession(p, a.what)
+	case accessOwner:
+		c.target = r.PathValue("id")
+		c.entry, err = s.ownedSession(p, c.target)
+	case accessManaged:
+		c.session, c.managed, err = s.managedSessionOf(p, a.what)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// managedSessionOf returns the session the peer is in and its state, or
+// why what cannot be asked from where the peer is.
+func (s *Server) managedSessionOf(p *Peer, what string) (string, *managed, error) {
+	sid, err := s.sessionOf(p)
+	if err != nil {
+		return "", nil, err
+	}
+	if sid == "" {
+		return "", nil, errorf(http.StatusBadRequest, "bad_request", "%s only works from inside a session (caller pid %d is in none); outside one, just run the command", what, p.PID)
+	}
+	s.mu.Lock()
+	m := s.sessions[sid]
+	s.mu.Unlock()
+	if m == nil {
+		return "", nil, errorf(http.StatusConflict, "conflict", "session %s was not created by this daemon, so it has no policy here to judge the request", sid)
+	}
+	return sid, m, nil
+}
+
 // requestPeer returns the request's kernel-reported peer.
 func requestPeer(r *http.Request) (*Peer, error) {
 	c := connOf(r.Context())
@@ -58,26 +185,7 @@ func (s *Server) sessionOf(p *Peer) (string, error) {
 	return id, nil
 }
 
-// outsideSession refuses requests from inside a session for endpoints that
-// would let a confined process act beyond its boundary.
-// outsidePeer authorizes a request that must come from outside every
-// session (what names the action for the refusal) and decodes its body
-// into req. It returns nil after writing the error response.
-func (s *Server) outsidePeer(w http.ResponseWriter, r *http.Request, what string, req request) *Peer {
-	p, err := requestPeer(r)
-	if err == nil {
-		err = s.outsideSession(p, what)
-	}
-	if err == nil {
-		err = DecodeRequest(r.Body, req)
-	}
-	if err != nil {
-		writeError(w, err)
-		return nil
-	}
-	return p
-}
-
+// outsideSession refuses a peer inside a session; what names the action.
 func (s *Server) outsideSession(p *Peer, what string) error {
 	id, err := s.sessionOf(p)
 	if err != nil {

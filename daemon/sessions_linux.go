@@ -14,10 +14,12 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+// createSession runs a command in a new session of the caller's
+// (POST /sessions), streaming its events until it exits.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req RunRequest
-	p := s.outsidePeer(w, r, "creating a session", &req)
-	if p == nil {
+	if err := DecodeRequest(r.Body, &req); err != nil {
+		writeError(w, err)
 		return
 	}
 	stdio, err := takeStdio(r, "POST /sessions")
@@ -30,7 +32,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			f.Close()
 		}
 	}()
-	cred, u, err := userOf(p)
+	cred, u, err := userOf(who.Peer)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -107,22 +109,19 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+// listSessions lists the caller's sessions (GET /sessions); every session
+// for admins.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, who *caller) {
 	list, lerr := session.List(s.opts.Cgroup, s.opts.Registry)
 	if list == nil && lerr != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "internal", "list sessions: %v", lerr))
 		return
 	}
-	admin := s.isAdmin(p)
+	admin := who.admin()
 	out := []session.Status{}
 	for _, st := range list {
 		// Groups nobody recorded have no owner: admins only.
-		if admin || (st.Kind != "" && st.UID == p.UID) {
+		if admin || (st.Kind != "" && st.UID == who.UID) {
 			out = append(out, st)
 		}
 	}

@@ -11,40 +11,25 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
-func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	if _, err := s.ownedSession(p, id); err != nil {
-		writeError(w, err)
-		return
-	}
+// stopSession kills every process of a session and removes it (DELETE
+// /sessions/{id}).
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, who *caller) {
+	id := who.target
 	if err := session.Stop(r.Context(), s.opts.Cgroup, s.opts.Registry, id); err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", err))
 		return
 	}
 	s.forget(id)
-	s.log.Printf("session %s stopped by uid %d", id, p.UID)
+	s.log.Printf("session %s stopped by uid %d", id, who.UID)
 	writeJSON(w, http.StatusOK, map[string]string{"stopped": id})
 }
 
-func (s *Server) signalSession(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	id := r.PathValue("id")
+// signalSession forwards a terminal signal to a session's command (POST
+// /sessions/{id}/signal).
+func (s *Server) signalSession(w http.ResponseWriter, r *http.Request, who *caller) {
+	id, e := who.target, who.entry
 	var req SignalRequest
 	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	e, err := s.ownedSession(p, id)
-	if err != nil {
 		writeError(w, err)
 		return
 	}
