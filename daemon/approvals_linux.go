@@ -193,17 +193,12 @@ func (s *Server) auditApproval(sessionID string, m *managed, id, decision, comma
 	}
 }
 
-func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	admin := s.isAdmin(p)
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, who *caller) {
+	admin := who.admin()
 	out := []Approval{}
 	s.mu.Lock()
 	for _, a := range s.pending {
-		if admin || a.UID == p.UID {
+		if admin || a.UID == who.UID {
 			out = append(out, a.Approval)
 		}
 	}
@@ -212,18 +207,17 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
-	// The agent a request is about runs as the same user: an answer from
-	// inside any session would let it approve itself.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req ReplyRequest
-	p := s.outsidePeer(w, r, "answering an approval", &req)
-	if p == nil {
+	if err := DecodeRequest(r.Body, &req); err != nil {
+		writeError(w, err)
 		return
 	}
+	p := who.Peer
 	id := r.PathValue("id")
 	s.mu.Lock()
 	a, ok := s.pending[id]
-	if ok && a.UID != p.UID && !s.isAdmin(p) {
+	if ok && a.UID != p.UID && !who.admin() {
 		s.mu.Unlock()
 		writeError(w, errorf(http.StatusForbidden, "forbidden", "approval %s is for uid %d, not for uid %d", id, a.UID, p.UID))
 		return
@@ -265,28 +259,8 @@ func lookPathEnv(file string, env []string) (string, error) {
 // exec runs an approved command outside the caller's session (DESIGN §2,
 // escape hatch). The session is the one the caller's cgroup is in; its
 // policy is the one the daemon compiled for it.
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	sid, err := s.sessionOf(p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if sid == "" {
-		writeError(w, errorf(http.StatusBadRequest, "bad_request", "exec --unsandboxed only works from inside a session (caller pid %d is in none); outside one, just run the command", p.PID))
-		return
-	}
-	s.mu.Lock()
-	m := s.sessions[sid]
-	s.mu.Unlock()
-	if m == nil {
-		writeError(w, errorf(http.StatusConflict, "conflict", "session %s was not created by this daemon, so it has no policy here to judge the request", sid))
-		return
-	}
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
+	sid, m := who.session, who.managed
 	var req ExecRequest
 	if err := DecodeRequest(r.Body, &req); err != nil {
 		writeError(w, err)
@@ -438,22 +412,13 @@ func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, s
 // check answers a permission check like `policy check`, tracking each
 // session's calls: the same call DoomLoopThreshold times in a row is
 // answered "ask" with reason doom_loop.
-func (s *Server) check(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) check(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req CheckRequest
 	if err := DecodeRequest(r.Body, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	sid, err := s.sessionOf(p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+	p, sid := who.Peer, who.session
 	s.mu.Lock()
 	m := s.sessions[sid]
 	s.mu.Unlock()
