@@ -1353,7 +1353,7 @@ func TestResolverUnreachableFromOtherSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		it := f.enf.objs.NetResolvers.Iterate()
-		var k loader.NetNetListenerKey
+		var k loader.NetListenerKey
 		var id uint64
 		for it.Next(&k, &id) {
 			if id == gone.id {

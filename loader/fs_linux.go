@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
 // The types bpf/fs.h shares with userspace; package fsguard fills and
@@ -62,7 +64,7 @@ var fsOptional = map[string]string{
 // nothing loaded, when any program does not load or attach: a partial set
 // would leave ways to change files unguarded.
 func LoadFS(events *EventMaps) (*FSPrograms, error) {
-	raiseMemlock()
+	memlock.Raise()
 	if err := fsKernelFeatures(); err != nil {
 		return nil, err
 	}

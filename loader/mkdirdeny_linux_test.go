@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
-	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/loader/internal/mkdirdeny"
 )
 
 // mkdirIn runs mkdir(dir) in a child process, inside cgroup cg when cg is
@@ -56,9 +56,9 @@ func TestMkdirDenierDeniesOnlyListedCgroup(t *testing.T) {
 	confined := testutil.NewCgroup(t)
 	bystander := testutil.NewCgroup(t)
 
-	denier, err := loader.LoadMkdirDenier()
+	denier, err := mkdirdeny.Load()
 	if err != nil {
-		t.Fatalf("LoadMkdirDenier() = %v", err)
+		t.Fatalf("mkdirdeny.Load() = %v", err)
 	}
 	closed := false
 	t.Cleanup(func() {

@@ -15,10 +15,6 @@ func TestEmbeddedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse probe object: %v", err)
 	}
-	deny, err := loadMkdirDeny()
-	if err != nil {
-		t.Fatalf("parse mkdir deny object: %v", err)
-	}
 	tests := []struct {
 		name  string
 		spec  *ebpf.CollectionSpec
@@ -26,7 +22,6 @@ func TestEmbeddedObjects(t *testing.T) {
 		maps  []string
 	}{
 		{"probe", probe, map[string]string{probeProgProbeLsmFileOpen: "lsm/file_open", probeProgProbeConnect4: "cgroup/connect4"}, nil},
-		{"mkdir deny", deny, map[string]string{mkdirDenyProgDenyMkdir: "lsm/path_mkdir"}, []string{mkdirDenyMapDenyMkdirCgroups}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,7 +78,7 @@ func checkBudget(t *testing.T, counts map[string]int) {
 
 func TestVerifierBudgetNetwork(t *testing.T) {
 	testutil.RequireRoot(t)
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		t.Fatal(err)
 	}

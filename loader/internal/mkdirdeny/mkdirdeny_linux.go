@@ -1,6 +1,6 @@
 //go:build linux
 
-package loader
+package mkdirdeny
 
 import (
 	"errors"
@@ -8,23 +8,24 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
-// MkdirDenier is the smallest complete BPF-LSM policy: while attached, it
+// Denier is the smallest complete BPF-LSM policy: while attached, it
 // refuses mkdir(2) with EPERM for every process in the cgroups added with
-// DenyCgroup and for nobody else. It exists to prove the whole chain
-// (compile, load, attach, per-cgroup lookup, errno) on a kernel.
-type MkdirDenier struct {
-	objs mkdirDenyObjects
+// DenyCgroup and for nobody else.
+type Denier struct {
+	objs mkdirdenyObjects
 	link link.Link
 }
 
-// LoadMkdirDenier loads the program and attaches it to the path_mkdir LSM
-// hook. Until DenyCgroup is called it allows everything.
-func LoadMkdirDenier() (*MkdirDenier, error) {
-	raiseMemlock()
-	var d MkdirDenier
-	if err := loadMkdirDenyObjects(&d.objs, nil); err != nil {
+// Load loads the program and attaches it to the path_mkdir LSM hook. Until
+// DenyCgroup is called it allows everything.
+func Load() (*Denier, error) {
+	memlock.Raise()
+	var d Denier
+	if err := loadMkdirdenyObjects(&d.objs, nil); err != nil {
 		return nil, fmt.Errorf("load mkdir deny program: %w", err)
 	}
 	l, err := link.AttachLSM(link.LSMOptions{Program: d.objs.DenyMkdir})
@@ -38,7 +39,7 @@ func LoadMkdirDenier() (*MkdirDenier, error) {
 
 // DenyCgroup makes mkdir fail with EPERM for processes in the cgroup v2
 // group with this id (the inode number of its directory).
-func (d *MkdirDenier) DenyCgroup(cgroupID uint64) error {
+func (d *Denier) DenyCgroup(cgroupID uint64) error {
 	if err := d.objs.DenyMkdirCgroups.Update(cgroupID, uint8(1), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("add cgroup %d to deny_mkdir_cgroups: %w", cgroupID, err)
 	}
@@ -46,6 +47,6 @@ func (d *MkdirDenier) DenyCgroup(cgroupID uint64) error {
 }
 
 // Close detaches the program; mkdir is allowed again everywhere.
-func (d *MkdirDenier) Close() error {
+func (d *Denier) Close() error {
 	return errors.Join(d.link.Close(), d.objs.Close())
 }

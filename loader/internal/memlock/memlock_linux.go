@@ -1,10 +1,10 @@
 //go:build linux
 
-package loader
+package memlock
 
 import "golang.org/x/sys/unix"
 
-// raiseMemlock lifts RLIMIT_MEMLOCK as far as this process may before BPF
+// Raise lifts RLIMIT_MEMLOCK as far as this process may before BPF
 // objects are created: kernels before 5.11 charge their memory to it,
 // later ones to the memory cgroup, where the limit changes nothing. Without
 // CAP_SYS_RESOURCE only the soft limit can rise, to the hard one; where
@@ -17,7 +17,7 @@ import "golang.org/x/sys/unix"
 // session that call is refused and audited as a self-protection refusal:
 // an agent running `oxsupervise` there would look like it reached for
 // bpf(2). Setting the limit needs no probe.
-func raiseMemlock() {
+func Raise() {
 	var cur unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &cur); err != nil || cur.Cur == unix.RLIM_INFINITY {
 		return
