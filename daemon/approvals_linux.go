@@ -3,56 +3,49 @@
 package daemon
 
 import (
+	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
 )
 
+// listApprovals lists the pending requests the caller may answer (GET
+// /permission): their own; every one for admins.
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, who *caller) {
 	admin := who.admin()
-	out := []Approval{}
-	s.mu.Lock()
-	for _, a := range s.pending {
-		if admin || a.UID == who.UID {
-			out = append(out, a.Approval)
-		}
-	}
-	s.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b Approval) int { return a.Created.Compare(b.Created) })
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.pending.list(func(a *Approval) bool { return admin || a.UID == who.UID }))
 }
 
+// reply answers a pending request (POST /permission/{id}/reply), from
+// outside every session (see routes).
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req ReplyRequest
 	if err := DecodeRequest(r.Body, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	p := who.Peer
 	id := r.PathValue("id")
-	s.mu.Lock()
-	a, ok := s.pending[id]
-	if ok && a.UID != p.UID && !who.admin() {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusForbidden, "forbidden", "approval %s is for uid %d, not for uid %d", id, a.UID, p.UID))
+	err := s.pending.answer(id, req.Reply, func(a *Approval) error {
+		if a.UID != who.UID && !who.admin() {
+			return errorf(http.StatusForbidden, "forbidden", "approval %s is for uid %d, not for uid %d", id, a.UID, who.UID)
+		}
+		return nil
+	})
+	if errors.Is(err, errNoPending) {
+		err = errorf(http.StatusNotFound, "not_found", "no pending approval %q (answered, expired or never existed)", id)
+	}
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	if ok {
-		delete(s.pending, id)
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no pending approval %q (answered, expired or never existed)", id))
-		return
-	}
-	a.answer <- req.Reply
-	s.log.Printf("approval %s answered %s by uid %d", id, req.Reply, p.UID)
+	s.log.Printf("approval %s answered %s by uid %d", id, req.Reply, who.UID)
 	writeJSON(w, http.StatusOK, map[string]string{"approval": id, "reply": req.Reply})
 }
 
+// auditApproval writes one audit record of an approval request's course
+// (pending, then the decision and the outcome).
 func (s *Server) auditApproval(sessionID string, m *managed, id, decision, command, reason string) {
 	if s.sink == nil {
 		return

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,7 +12,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -24,25 +27,116 @@ import (
 // governs cannot write it.
 const ApprovalsFile = ".openoxide/approvals.toml"
 
-type pendingApproval struct {
-	Approval
-	answer chan string
-}
+// The approval store has two halves: pendingStore, the requests waiting
+// for an answer in memory (what GET /permission lists and POST
+// /permission/{id}/reply answers), and approvals.toml in the workspace,
+// the "always" answers that outlive the daemon (readApprovals,
+// appendApproval). The handlers that ask (exec_linux.go, hostask_linux.go)
+// and answer (approvals_linux.go) only go through these.
 
 // maxPendingPerSession bounds the requests one session can have waiting, so
 // that an agent cannot flood its user's approval list or the daemon.
 const maxPendingPerSession = 8
 
-func (s *Server) pendingFor(sid string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, p := range s.pending {
-		if p.Session == sid {
-			n++
+// Decisions await returns besides a reply.
+const (
+	decisionTimeout   = "timeout"   // nobody answered in time
+	decisionAbandoned = "abandoned" // the asker went away
+)
+
+// errNoPending is pendingStore.answer's error for an id that is not
+// waiting (answered, expired or never existed).
+var errNoPending = errors.New("no such pending approval")
+
+// pendingStore holds the approval requests waiting for an answer.
+type pendingStore struct {
+	mu      sync.Mutex
+	pending map[string]*pendingApproval
+}
+
+type pendingApproval struct {
+	Approval
+	answer chan string
+}
+
+func newPendingStore() *pendingStore {
+	return &pendingStore{pending: map[string]*pendingApproval{}}
+}
+
+// add lists a as pending. When a's session already has
+// maxPendingPerSession requests waiting it adds nothing and returns nil and
+// that count.
+func (st *pendingStore) add(a Approval) (pa *pendingApproval, waiting int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, p := range st.pending {
+		if p.Session == a.Session {
+			waiting++
 		}
 	}
-	return n
+	if waiting >= maxPendingPerSession {
+		return nil, waiting
+	}
+	pa = &pendingApproval{Approval: a, answer: make(chan string, 1)}
+	st.pending[a.ID] = pa
+	return pa, waiting
+}
+
+// await waits for pa's answer and returns it: a reply, decisionTimeout when
+// timeout passes first (0: no timeout but ctx's), decisionAbandoned when
+// ctx ends. pa is no longer pending afterwards.
+func (st *pendingStore) await(ctx context.Context, pa *pendingApproval, timeout time.Duration) string {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	var decision string
+	select {
+	case decision = <-pa.answer:
+	case <-expired:
+		decision = decisionTimeout
+	case <-ctx.Done():
+		decision = decisionAbandoned
+	}
+	st.mu.Lock()
+	delete(st.pending, pa.ID)
+	st.mu.Unlock()
+	return decision
+}
+
+// answer gives reply to the pending request id if may, called with it,
+// allows (may's error is the refusal). Only one answer is taken.
+func (st *pendingStore) answer(id, reply string, may func(*Approval) error) error {
+	st.mu.Lock()
+	pa, ok := st.pending[id]
+	if !ok {
+		st.mu.Unlock()
+		return errNoPending
+	}
+	if err := may(&pa.Approval); err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	delete(st.pending, id)
+	st.mu.Unlock()
+	pa.answer <- reply
+	return nil
+}
+
+// list returns the pending requests visible allows, oldest first.
+func (st *pendingStore) list(visible func(*Approval) bool) []Approval {
+	out := []Approval{}
+	st.mu.Lock()
+	for _, a := range st.pending {
+		if visible(&a.Approval) {
+			out = append(out, a.Approval)
+		}
+	}
+	st.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Approval) int { return a.Created.Compare(b.Created) })
+	return out
 }
 
 func newApprovalID() string {

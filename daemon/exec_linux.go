@@ -71,34 +71,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 		}
 	}
 	if decision == "" {
-		if n := s.pendingFor(sid); n >= maxPendingPerSession {
+		pa, n := s.pending.add(Approval{ID: id, Kind: kind, Session: sid, UID: m.cred.UID, Command: req.Argv, Dir: req.Dir,
+			Pattern: pattern, Created: time.Now().UTC(), Expires: time.Now().UTC().Add(s.opts.ApprovalTimeout)})
+		if pa == nil {
 			reason := fmt.Sprintf("session %s already has %d requests waiting for an answer", sid, n)
 			s.auditApproval(sid, m, id, "reject", command, reason)
 			es.send(Event{Event: "rejected", Approval: id, Code: 1, Message: reason})
 			return
 		}
-		pa := &pendingApproval{
-			Approval: Approval{ID: id, Kind: kind, Session: sid, UID: m.cred.UID, Command: req.Argv, Dir: req.Dir,
-				Pattern: pattern, Created: time.Now().UTC(), Expires: time.Now().UTC().Add(s.opts.ApprovalTimeout)},
-			answer: make(chan string, 1),
-		}
-		s.mu.Lock()
-		s.pending[id] = pa
-		s.mu.Unlock()
 		es.send(Event{Event: "pending", Session: sid, Approval: id,
 			Message: fmt.Sprintf("waiting for approval: oxsupervise approve %s --once|--always|--reject", id)})
-		timer := time.NewTimer(s.opts.ApprovalTimeout)
-		select {
-		case decision = <-pa.answer:
-		case <-timer.C:
-			decision = "timeout"
-		case <-r.Context().Done():
-			decision = "abandoned"
-		}
-		timer.Stop()
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
+		decision = s.pending.await(r.Context(), pa, s.opts.ApprovalTimeout)
 		switch decision {
 		case ReplyAlways:
 			err := appendApproval(m.cred, m.workspace, storedApproval{Kind: kind, Pattern: pattern, ApprovedBy: m.cred.UID, Time: time.Now().UTC().Truncate(time.Second)})
@@ -110,9 +93,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 			s.auditApproval(sid, m, id, "once", command, "approved once")
 		default:
 			reason := "rejected"
-			if decision == "timeout" {
+			if decision == decisionTimeout {
 				reason = fmt.Sprintf("no answer within %s; refused", s.opts.ApprovalTimeout)
-			} else if decision == "abandoned" {
+			} else if decision == decisionAbandoned {
 				reason = "the requesting client went away"
 			}
 			s.auditApproval(sid, m, id, "reject", command, reason)

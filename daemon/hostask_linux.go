@@ -36,34 +36,22 @@ func (s *Server) askHostname(ctx context.Context, q egress.HostnameAsk) (egress.
 			return egress.AskAlways, ""
 		}
 	}
-	if n := s.pendingFor(m.id); n >= maxPendingPerSession {
-		reason := fmt.Sprintf("session %s already has %d requests waiting for an answer", m.id, n)
-		s.auditApproval(m.id, m, id, "reject", q.Name, reason)
-		return egress.AskReject, egress.ReasonAskBusy
-	}
 	now := time.Now().UTC()
 	expires := now.Add(s.opts.ApprovalTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		expires = d.UTC()
 	}
-	pa := &pendingApproval{
-		Approval: Approval{ID: id, Kind: KindHostname, Session: m.id, UID: m.cred.UID, Command: []string{}, Host: q.Name,
-			Pattern: q.Name, Created: now, Expires: expires},
-		answer: make(chan string, 1),
+	pa, n := s.pending.add(Approval{ID: id, Kind: KindHostname, Session: m.id, UID: m.cred.UID, Command: []string{}, Host: q.Name,
+		Pattern: q.Name, Created: now, Expires: expires})
+	if pa == nil {
+		reason := fmt.Sprintf("session %s already has %d requests waiting for an answer", m.id, n)
+		s.auditApproval(m.id, m, id, "reject", q.Name, reason)
+		return egress.AskReject, egress.ReasonAskBusy
 	}
-	s.mu.Lock()
-	s.pending[id] = pa
-	s.mu.Unlock()
 	s.log.Printf("session %s: DNS lookup of %s waits for approval %s", m.id, q.Name, id)
-	var decision string
-	select {
-	case decision = <-pa.answer:
-	case <-ctx.Done():
-		decision = "timeout"
-	}
-	s.mu.Lock()
-	delete(s.pending, id)
-	s.mu.Unlock()
+	// ctx is the lookup's own deadline (ask_timeout_seconds): its end is
+	// the timeout.
+	decision := s.pending.await(ctx, pa, 0)
 	switch decision {
 	case ReplyAlways:
 		err := appendApproval(m.cred, m.workspace, storedApproval{Kind: KindHostname, Pattern: q.Name, ApprovedBy: m.cred.UID, Time: time.Now().UTC().Truncate(time.Second)})
@@ -75,7 +63,7 @@ func (s *Server) askHostname(ctx context.Context, q egress.HostnameAsk) (egress.
 	case ReplyOnce:
 		s.auditApproval(m.id, m, id, "once", q.Name, "approved once")
 		return egress.AskOnce, ""
-	case "timeout":
+	case decisionAbandoned:
 		s.auditApproval(m.id, m, id, "reject", q.Name, "no answer before the lookup's deadline; refused")
 		return egress.AskReject, egress.ReasonAskTimeout
 	}
