@@ -137,6 +137,15 @@ const (
 	DoomLoopThreshold = 3
 )
 
+// Approval kinds.
+const (
+	KindExcludedCommand    = "excluded_command"
+	KindUnsandboxedCommand = "unsandboxed_command"
+	// KindHostname is a DNS lookup of a name no network.allow entry
+	// matches, held by the session's resolver (unknown_hosts = "ask").
+	KindHostname = "hostname"
+)
+
 // Approval is one pending request, as GET /permission lists it.
 type Approval struct {
 	ID      string   `json:"id"`

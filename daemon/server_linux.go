@@ -109,9 +109,12 @@ type Server struct {
 	work     sync.WaitGroup
 	stopping chan struct{}
 
+	// pending are the approval requests waiting for an answer (it has
+	// its own lock).
+	pending *pendingStore
+
 	mu       sync.Mutex
 	sessions map[string]*managed
-	pending  map[string]*pendingApproval
 	calls    map[string]*callTrack
 	// owners are the uids of sessions this daemon started or attached,
 	// kept after they end for GET /audit.
@@ -167,7 +170,7 @@ func New(opts Options) (*Server, error) {
 		enf: &enforcement{attached: map[uint64][]teardown{},
 			netErr: errNotServing, fsErr: errNotServing},
 		sessions: map[string]*managed{},
-		pending:  map[string]*pendingApproval{},
+		pending:  newPendingStore(),
 		calls:    map[string]*callTrack{},
 		owners:   map[string]int{},
 	}
