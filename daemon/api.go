@@ -66,8 +66,10 @@ type PolicyFlags struct {
 // SCM_RIGHTS on its bytes.
 type RunRequest struct {
 	Argv []string `json:"argv"`
-	// Env is the client's environment; the session scrubs it per policy,
-	// and the daemon replaces HOME, USER and LOGNAME with the user's.
+	// Env is the client's environment; the daemon gives it the user's
+	// identity (session.UserEnv: HOME, USER and LOGNAME the user's, no
+	// MAIL, no inherited session marker) and the session scrubs it per
+	// policy.
 	Env []string `json:"env,omitempty"`
 	// Dir is the command's working directory (absolute).
 	Dir    string      `json:"dir"`

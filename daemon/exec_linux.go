@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -118,8 +117,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 // runOutside runs an approved command as the session's user, outside any
 // session, wired to the caller's stdio.
 func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, stdio [3]*os.File) (int, error) {
-	u := &user.User{HomeDir: m.home, Username: m.userName}
-	env := userEnv(req.Env, u)
+	env := session.UserEnv(req.Env, &session.EnvUser{Home: m.home, Name: m.userName})
 	path, err := lookPathEnv(req.Argv[0], env)
 	if err != nil {
 		return 127, err

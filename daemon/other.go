@@ -78,5 +78,5 @@ func (c *Client) Check(context.Context, CheckRequest) (CheckResponse, error) {
 // RunCLI fails: the daemon is Linux only.
 func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Flags, errOut io.Writer) int {
 	fmt.Fprintf(errOut, "oxsupervise run: %v\n", errNotSupported)
-	return exitNoBoundary
+	return ExitNoBoundary
 }

@@ -83,7 +83,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		}
 	}()
 	code, err := session.Run(r.Context(), session.RunOptions{
-		Policy: c, Argv: req.Argv, Env: userEnv(req.Env, u), Dir: req.Dir,
+		Policy: c, Argv: req.Argv, Env: session.UserEnv(req.Env, &session.EnvUser{Home: u.HomeDir, Name: u.Username}), Dir: req.Dir,
 		UID: cred.UID, GID: cred.GID, Groups: cred.Groups,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,

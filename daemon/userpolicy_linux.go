@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/user"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/policy"
-	"github.com/openoxide/oxsupervise/session"
 )
 
 func toPolicyFlags(f PolicyFlags) *policy.Flags {
@@ -76,19 +74,4 @@ func envLookup(env []string) func(string) string {
 		}
 		return v
 	}
-}
-
-// userEnv is env with the identity variables of u, and without a session
-// marker the client may have inherited.
-func userEnv(env []string, u *user.User) []string {
-	out := make([]string, 0, len(env)+3)
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "HOME", "USER", "LOGNAME", session.SessionEnv:
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
 }

@@ -306,9 +306,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	return code, err
 }
 
-// SessionEnv tells the command (and tools it runs) which session it is in.
-const SessionEnv = "OXSUPERVISE_SESSION"
-
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.
 func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {

@@ -120,7 +120,7 @@ func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int,
 	}
 	res, err := (&daemon.Client{Socket: socket}).Attach(ctx, daemon.AttachRequest{PID: pid, Dir: cwd, Policy: req})
 	if err != nil {
-		code := daemonExit(err)
+		code := daemon.ExitCode(err, exitFail)
 		if code == exitNoBoundary {
 			fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
 		} else {

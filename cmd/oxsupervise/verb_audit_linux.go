@@ -34,7 +34,7 @@ func auditTailDaemon(ctx context.Context, s streams, socket string, q daemon.Aud
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(s.err, "oxsupervise audit tail: %v\n", err)
-		return daemonExit(err)
+		return daemon.ExitCode(err, exitFail)
 	}
 	return exitOK
 }
