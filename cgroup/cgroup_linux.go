@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 )
@@ -614,28 +616,11 @@ func childrenByScan(pid int) ([]int, error) {
 	}
 	var kids []int
 	for _, p := range numericNames(entries) {
-		if ppid, err := parentOf(p); err == nil && ppid == pid {
+		if st, err := procfs.ReadStat(p); err == nil && st.PPID == pid {
 			kids = append(kids, p)
 		}
 	}
 	return kids, nil
-}
-
-// parentOf reads the ppid from /proc/PID/stat; comm may hold spaces and ')'.
-func parentOf(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
-	}
-	return strconv.Atoi(fields[1])
 }
 
 // Descendants lists every descendant of pid (not pid itself), breadth first.

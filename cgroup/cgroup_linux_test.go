@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
@@ -331,14 +333,7 @@ func TestFreezeThaw(t *testing.T) {
 	}
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
+func alive(pid int) bool { return procfs.Alive(pid) }
 
 func TestKillReachesEscapedGrandchild(t *testing.T) {
 	tests := []struct {

@@ -84,9 +84,18 @@ type EffectiveValue struct {
 
 // Load reads every policy layer (managed policy.toml and policy.d/*.toml,
 // ~/.openoxide/config.toml, <workspace>/.openoxide/config.toml, --config,
-// CLI flags), merges them under the managed locks, and compiles the result.
-// Any error names the file:line:col (or flag) at fault; Load never returns
-// a silently weaker policy.
+// CLI flags), merges them under the managed locks, and compiles the result
+// against the filesystem: Resolve, then Bind. Any error names the
+// file:line:col (or flag) at fault; Load never returns a silently weaker
+// policy.
 func Load(opts LoadOptions) (*Compiled, *Effective, error) {
-	return load(opts)
+	r, eff, err := Resolve(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := r.Bind()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, eff, nil
 }

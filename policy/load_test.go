@@ -877,14 +877,14 @@ func TestScanBound(t *testing.T) {
 	f.mkdir(t, "ws/zz/.git/hooks")
 	var warn bytes.Buffer
 	c := &Compiled{ProtectedPatterns: defaultProtectedPatterns("escalation"), ProtectedPathsComplete: true}
-	sc := scanner{c: c, warn: LoadOptions{Warn: &warn}, limit: 5}
+	sc := scanner{c: c, warn: &warn, limit: 5}
 	if err := sc.scan(f.ws); err != nil {
 		t.Fatal(err)
 	}
 	if c.ProtectedPathsComplete || !strings.Contains(warn.String(), "stopped scanning") {
 		t.Errorf("bound not reported: complete=%t warn=%q", c.ProtectedPathsComplete, warn.String())
 	}
-	sc = scanner{c: c, warn: LoadOptions{Warn: &warn}, limit: maxScanEntries}
+	sc = scanner{c: c, warn: &warn, limit: maxScanEntries}
 	c.ProtectedPathsComplete = true
 	if err := sc.scan(f.ws); err != nil {
 		t.Fatal(err)

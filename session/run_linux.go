@@ -12,9 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -193,28 +191,6 @@ func decideNetwork(p *Plan, c *policy.Compiled, unavailable map[string]bool, ext
 	return nil
 }
 
-func lookPath(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
-	}
-	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", file)
-}
-
 // Run runs opts.Argv in a new session and returns its exit status (128+N
 // when killed by signal N). A *BoundaryError means nothing ran; an
 // *ExecError means the boundary was built but the command could not start.
@@ -234,7 +210,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
 	env := ScrubEnv(opts.Env, opts.Policy.Env)
-	exe, err := lookPath(opts.Argv[0], env)
+	exe, err := LookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/session"
@@ -628,15 +630,7 @@ func TestRunLeavesNothingBehind(t *testing.T) {
 }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
-}
+func alive(pid int) bool { return procfs.Alive(pid) }
 
 func listTree(t *testing.T, root string) []string {
 	t.Helper()
