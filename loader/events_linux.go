@@ -13,8 +13,8 @@ import (
 )
 
 // The types bpf/events.h shares with userspace; package audit/bpfring
-// fills and decodes them. fs.c and net.c include the same header, so the
-// filesystem object's types stand for both.
+// fills and decodes them. Every object that reports includes the same
+// header, so the filesystem object's types stand for all.
 type (
 	EventHeader = fsOxsEventHeader
 	FloodKey    = fsOxsFloodKey

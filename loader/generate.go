@@ -28,6 +28,12 @@ package loader
 // fsguard, and the event types every object shares (bpf/events.h).
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" -type fs_event -type fs_glob -type oxs_event_header -type oxs_flood_key -type oxs_flood_bucket fs ../bpf/fs.c -- -I../bpf
 
+// The self-protection programs (bpf/self.c) and the network policy's
+// socket-family program (bpf/netfamily.c): BPF-LSM objects loaded with the
+// filesystem one, sharing its session map (bpf/session.h).
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" self ../bpf/self.c -- -I../bpf
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" netfamily ../bpf/netfamily.c -- -I../bpf
+
 // The cgroup network programs (bpf/net.c) use only UAPI types, so they need
 // no CO-RE. bpf/netinc stands in for the multiarch asm/ headers, which keeps
 // the build independent of the host architecture's include layout.
