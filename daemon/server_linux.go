@@ -26,6 +26,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -65,8 +66,6 @@ type Options struct {
 	// programs report refusals in (a power of two); 0 means
 	// policy.DefaultKernelBuffer.
 	KernelBuffer int
-	// Enforcers are pinned enforcement layers (see Enforcer).
-	Enforcers []Enforcer
 	// ResolverUpstream is the DNS upstream (host:port) of the network
 	// layer's resolvers; empty means /etc/resolv.conf.
 	ResolverUpstream []string
@@ -659,13 +658,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.work.Add(1)
 	defer s.work.Done()
-	layers, lw := s.enf.forSession("run", c)
-	for _, l := range lw {
-		fmt.Fprintf(&warnings, "oxsupervise run: warning: %s\n", l)
-	}
+	plan, layers, planErr := s.enf.forSession(planner.Run, c)
 	es := newEventStream(w)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
+	if planErr != nil {
+		es.send(Event{Event: "error", Code: 125, Layer: boundaryLayer(planErr), Message: fmt.Sprintf("boundary not built: %v; nothing ran", planErr)})
+		return
+	}
 
 	var mu sync.Mutex
 	var id string
@@ -702,7 +702,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(layers...), OnStart: onStart,
+		Layers: layers, Plan: plan, OnStart: onStart,
 	})
 	close(finished)
 	mu.Lock()
@@ -908,14 +908,15 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	layers, lw := s.enf.forAttach(c)
-	for _, l := range lw {
-		fmt.Fprintf(&warn, "oxsupervise attach: warning: %s\n", l)
+	plan, layers, err := s.enf.forAttach(c)
+	if err != nil {
+		writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", err))
+		return
 	}
 	e, err := session.Attach(r.Context(), session.AttachOptions{
 		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(layers...),
+		Layers: layers, Plan: plan,
 	})
 	if err != nil {
 		var be *session.BoundaryError

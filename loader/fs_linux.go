@@ -42,6 +42,8 @@ type FSPrograms struct {
 
 	coll  *ebpf.Collection
 	links []link.Link
+	// linkNames are the links' programs, in order.
+	linkNames []string
 }
 
 // variants lists programs of which exactly one is loaded, chosen by the
@@ -104,6 +106,7 @@ func LoadFS(events *EventMaps) (*FSPrograms, error) {
 			return nil, fmt.Errorf("attach %s to its LSM hook %s: %w", name, spec.Programs[name].AttachTo, err)
 		}
 		p.links = append(p.links, l)
+		p.linkNames = append(p.linkNames, name)
 		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
 	}
 	return p, nil
