@@ -9,10 +9,13 @@
 // uses when the daemon is running.
 //
 // The enforcement layers (cgroup BPF network rules, BPF-LSM filesystem
-// rules where usable) are built once when the daemon starts and applied to
-// every session it creates or attaches; a layer that cannot be built is
-// logged and its sessions get session's fallbacks or a refusal, never a
-// silently weaker boundary.
+// rules where usable) live in an enforcement host (package host) the
+// daemon opens once at start, pinned as a new generation (host.Generations)
+// so that a crash leaves attach sessions confined, and applied to every
+// session it creates or attaches. Which layers a session gets is package
+// planner's decision, as for the standalone CLI: a layer that cannot be
+// built is logged, and its sessions get the plan's fallback or a refusal,
+// never a silently weaker boundary.
 //
 // File descriptors (a client's stdin, stdout and stderr) travel as
 // SCM_RIGHTS ancillary data on the bytes of the request that needs them;

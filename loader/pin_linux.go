@@ -13,7 +13,9 @@ package loader
 //	<dir>/<set>/gen-<N>/links/<program name>
 //	<dir>/<set>/gen-<N>/maps/<map name>
 //
-// set is one group of objects loaded together ("fs", "net"). Every start
+// set is one group of objects loaded together ("fs", "net"); each layer
+// names its own objects (Objects), and package host decides where they are
+// pinned (its package comment documents the hierarchy). Every start
 // of the daemon pins what it loaded as a new generation N, larger than any
 // left behind. Older generations keep enforcing until the new one holds
 // every surviving session's rules; then they are retired. Two generations
