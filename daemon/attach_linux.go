@@ -95,14 +95,15 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		writeError(w, err)
 		return
 	}
-	layers, lw := s.enf.forAttach(c)
-	for _, l := range lw {
-		fmt.Fprintf(&warn, "oxsupervise attach: warning: %s\n", l)
+	plan, layers, err := s.enf.forAttach(c)
+	if err != nil {
+		writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", err))
+		return
 	}
 	e, err := session.Attach(r.Context(), session.AttachOptions{
 		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(layers...),
+		Layers: layers, Plan: plan,
 	})
 	if err != nil {
 		var be *session.BoundaryError

@@ -51,11 +51,14 @@
 // exit status for every verb.
 //
 // The enforcement layers (cgroup BPF network rules, BPF-LSM filesystem
-// rules where usable) are built once when the daemon starts and applied to
-// every session it creates or attaches; a layer that cannot be built is
-// logged and its sessions get session's fallbacks or a refusal, never a
-// silently weaker boundary. Sessions and pinned layers a previous daemon
-// left are adopted at start (adopt_linux.go).
+// rules where usable) live in an enforcement host (package host) the
+// daemon opens once at start, pinned as a new generation (host.Generations)
+// so that a crash leaves attach sessions confined, and applied to every
+// session it creates or attaches. Which layers a session gets is package
+// planner's decision, as for the standalone CLI: a layer that cannot be
+// built is logged, and its sessions get the plan's fallback or a refusal,
+// never a silently weaker boundary. Sessions a previous daemon left are
+// adopted at start (adopt_linux.go).
 //
 // File descriptors (a client's stdin, stdout and stderr) travel as
 // SCM_RIGHTS ancillary data on the bytes of the request that needs them;

@@ -59,8 +59,6 @@ type Options struct {
 	// programs report refusals in (a power of two); 0 means
 	// policy.DefaultKernelBuffer.
 	KernelBuffer int
-	// Enforcers are pinned enforcement layers (see Enforcer).
-	Enforcers []Enforcer
 	// ResolverUpstream is the DNS upstream (host:port) of the network
 	// layer's resolvers; empty means /etc/resolv.conf.
 	ResolverUpstream []string

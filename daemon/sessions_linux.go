@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -45,13 +46,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	}
 	s.work.Add(1)
 	defer s.work.Done()
-	layers, lw := s.enf.forSession("run", c)
-	for _, l := range lw {
-		fmt.Fprintf(&warnings, "oxsupervise run: warning: %s\n", l)
-	}
+	plan, layers, planErr := s.enf.forSession(planner.Run, c)
 	es := newEventStream(w)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
+	if planErr != nil {
+		es.send(Event{Event: "error", Code: 125, Layer: boundaryLayer(planErr), Message: fmt.Sprintf("boundary not built: %v; nothing ran", planErr)})
+		return
+	}
 
 	var mu sync.Mutex
 	var id string
@@ -88,7 +90,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: s.layers(layers...), OnStart: onStart,
+		Layers: layers, Plan: plan, OnStart: onStart,
 	})
 	close(finished)
 	mu.Lock()

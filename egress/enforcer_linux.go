@@ -23,11 +23,13 @@ import (
 // Enforcer holds the network programs attached on one sessions' parent
 // cgroup and the per-session state written into their maps.
 type Enforcer struct {
-	mu       sync.Mutex
-	objs     loader.NetObjects
-	links    []link.Link
-	resolver *Resolver
-	sessions map[uint64]*session
+	mu    sync.Mutex
+	objs  loader.NetObjects
+	links []link.Link
+	// linkNames name the links by their programs, in order (pins).
+	linkNames []string
+	resolver  *Resolver
+	sessions  map[uint64]*session
 	// local keeps net_local current once the first session is added.
 	local *localRoutes
 	stop  chan struct{}
@@ -102,6 +104,12 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 			return nil, fmt.Errorf("attach %s to %s: %w", a.name, parentCgroupDir, err)
 		}
 		e.links = append(e.links, l)
+		info, err := a.prog.Info()
+		name := a.name
+		if err == nil && info.Name != "" {
+			name = info.Name
+		}
+		e.linkNames = append(e.linkNames, name)
 	}
 	e.resolver = NewResolver(cfg.Resolver, e.admit)
 	e.stop = make(chan struct{})
@@ -175,7 +183,7 @@ func (e *Enforcer) Close() error {
 	for _, l := range e.links {
 		errs = append(errs, l.Close())
 	}
-	e.links = nil
+	e.links, e.linkNames = nil, nil
 	e.mu.Unlock()
 	// Resolvers stop outside the lock: a query in flight may be waiting
 	// for it in admit, and stopping waits for that query.

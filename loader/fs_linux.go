@@ -45,18 +45,21 @@ type FSPrograms struct {
 
 	colls []*ebpf.Collection
 	links []link.Link
+	// linkNames are the links' programs, in order.
+	linkNames []string
 }
 
 // lsmObjects are the BPF-LSM objects, in load order. The first creates
 // the session map (fsSessionsMap, bpf/session.h) that the others are
 // given instead of their own.
 var lsmObjects = []struct {
-	what string // for errors: "load <what> programs"
-	load func() (*ebpf.CollectionSpec, error)
+	what      string // for errors: "load <what> programs"
+	pinPrefix string // for the object's own maps among the pins (Objects)
+	load      func() (*ebpf.CollectionSpec, error)
 }{
-	{"filesystem", loadFs},
-	{"self-protection", loadSelf},
-	{"socket family", loadNetfamily},
+	{"filesystem", "", loadFs},
+	{"self-protection", "self_", loadSelf},
+	{"socket family", "netfamily_", loadNetfamily},
 }
 
 const fsSessionsMap = "fs_sessions"
@@ -119,6 +122,7 @@ func LoadFS(events *EventMaps) (*FSPrograms, error) {
 			return nil, fmt.Errorf("attach %s to its LSM hook %s: %w", pr.name, pr.hook, err)
 		}
 		p.links = append(p.links, l)
+		p.linkNames = append(p.linkNames, pr.name)
 		p.Attached = append(p.Attached, pr.hook)
 	}
 	return p, nil

@@ -37,3 +37,7 @@ func LoadNetPrograms(objs *NetObjects, events *EventMaps) error {
 	}
 	return spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared})
 }
+
+// NamedMaps returns the network object's maps by their names in the
+// object, for pinning them (package host).
+func (o *NetObjects) NamedMaps() map[string]*ebpf.Map { return TaggedMaps(&o.netMaps) }

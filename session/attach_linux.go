@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
-	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -38,10 +38,14 @@ type AttachOptions struct {
 	// Layers are applied to the session cgroup before any process moves
 	// in. With a bpf-lsm layer among them, filesystem rules apply.
 	Layers []SessionLayer
+	// Plan is the session's layers as package planner decided them, and
+	// Layers must hold the BPF layers it names. Without it Attach decides
+	// from the kernel's capabilities and the Layers given.
+	Plan *planner.Plan
 }
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
-const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
+const AttachMessageNoFS = planner.AttachNoFS
 
 // pfKthread is PF_KTHREAD in include/linux/sched.h.
 const pfKthread = 0x00200000
@@ -106,23 +110,12 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := checkAttachable(opts); err != nil {
 		return nil, err
 	}
-	if opts.Policy.FilesystemRules && !hasLayer(opts.Layers, LayerBPFLSM) {
-		lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
-		if !opts.Unavailable[LayerBPFLSM] {
-			lsmErr = loader.ProbeBPFLSM()
-			if lsmErr == nil {
-				lsmErr = errors.New("usable, but this supervisor did not load it")
-			}
-		}
-		fmt.Fprintf(warn, "oxsupervise attach: "+AttachMessageNoFS+"\n", lsmErr)
+	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Unavailable[LayerCgroup] {
-		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-	// Unlike run, attach has no network namespace to fall back on: a
-	// running process cannot be moved into one.
-	if opts.Policy.Network.Policy != policy.NetFull && !hasLayer(opts.Layers, LayerNetwork) {
-		return nil, &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer to confine a running process, and this supervisor does not provide it; attach with --net full to get cgroup containment only", opts.Policy.Network.Policy)}
+	for _, w := range lp.Warnings {
+		fmt.Fprintf(warn, "oxsupervise attach: warning: %s\n", w)
 	}
 	id, err := NewID()
 	if err != nil {
@@ -132,7 +125,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
 	})
 	if err != nil {
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
@@ -145,7 +138,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := group.Freeze(ctx); err != nil {
 		undoLayers(context.Background())
 		group.Remove(context.Background())
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	origins := map[int]string{}
 	mount, _ := cgroup.Cgroup2Mount()
@@ -166,7 +159,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	}
 	if err := group.Thaw(ctx); err != nil {
 		rollback()
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	digest, _ := opts.Policy.Digest()
 	e := &Entry{
@@ -220,7 +213,7 @@ func moveTree(ctx context.Context, group *cgroup.Group, opts AttachOptions, orig
 				if errors.Is(err, unix.ESRCH) || errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
-				return &BoundaryError{LayerCgroup, fmt.Errorf("move pid %d: %w", pid, err)}
+				return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move pid %d: %w", pid, err)}
 			}
 			origins[pid] = from
 			moved++

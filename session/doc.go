@@ -1,6 +1,7 @@
 // Package session owns the lifetime of oxsupervise sessions on Linux: it
-// decides which enforcement layers a policy needs and refuses to start when
-// one cannot be built (fail closed), creates the session (id, cgroup v2
+// builds the layers package planner decided for a policy and refuses to
+// start when one the plan requires cannot be built (fail closed), creates
+// the session (id, cgroup v2
 // group, registry entry), starts the command through a launcher that is
 // born inside the session cgroup and a private mount namespace, and tears
 // everything down when the command exits. It also confines running process

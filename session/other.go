@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -31,6 +32,7 @@ type RunOptions struct {
 	Cgroup                cgroup.Config
 	Registry              Registry
 	Layers                []SessionLayer
+	Plan                  *planner.Plan
 }
 
 // AttachOptions are the inputs of Attach.
@@ -44,6 +46,7 @@ type AttachOptions struct {
 	Cgroup         cgroup.Config
 	Registry       Registry
 	Layers         []SessionLayer
+	Plan           *planner.Plan
 }
 
 // LauncherMain is the launcher (Linux only).

@@ -20,7 +20,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/landlock"
-	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -51,6 +51,10 @@ type RunOptions struct {
 	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
 	// after the launcher's mount namespace is built and before it execs.
 	Layers []SessionLayer
+	// Plan is the session's layers as package planner decided them, and
+	// Layers must hold the BPF layers it names. Without it Run decides
+	// from the kernel's capabilities and the Layers given.
+	Plan *planner.Plan
 	// OnStart, when set, is called once with the session's identity after
 	// its cgroup exists and the layers applied before the launch are in
 	// place, and before the command's first instruction: how a
@@ -58,8 +62,9 @@ type RunOptions struct {
 	OnStart func(SessionInfo)
 }
 
-// Plan is the set of layers a session gets, decided before anything is
-// created.
+// Plan is what Run builds itself of a planner.Plan (the Landlock ruleset,
+// the mount namespace, the empty network namespace), bound to this policy
+// before anything is created.
 type Plan struct {
 	Landlock *landlock.Ruleset
 	Mounts   landlock.MountPlan
@@ -73,122 +78,55 @@ type Plan struct {
 	Warnings   []string
 }
 
-// Decide probes the machine and decides the layers for c. A layer the
-// policy needs that cannot be built is a *BoundaryError.
-//
-// BPF-LSM (DESIGN §3) is the primary filesystem layer when external holds
-// a SessionLayer named LayerBPFLSM; Landlock and the mount namespace are
-// stacked on top as defence in depth, and are the filesystem layer on
-// their own when BPF-LSM is not usable.
-func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) (*Plan, error) {
-	p := &Plan{}
-	if unavailable[LayerCgroup] {
-		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+// decide returns opts.Plan, or for a caller that gave none the plan of
+// the kernel's capabilities and the BPF layers it handed over.
+func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, unavailable map[string]bool, layers []SessionLayer) (*planner.Plan, error) {
+	if plan != nil {
+		if plan.Verb != verb {
+			return nil, fmt.Errorf("%s given a plan for %s", verb, plan.Verb)
+		}
+		return plan, nil
 	}
-	if _, err := cgroup.Cgroup2Mount(); err != nil {
-		return nil, &BoundaryError{LayerCgroup, err}
-	}
+	return planner.Decide(verb, c, externalCapabilities(planner.Probe(unavailable), layers))
+}
+
+// bind builds the layers lp gives run's launcher. Deciding which layers a
+// session gets is package planner's; what can only be known once the
+// rules are built (an ABI that cannot honour the policy) is a refusal when
+// Landlock is the filesystem layer and lp's fallback warning when it is
+// stacked on BPF-LSM.
+func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
+	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, Warnings: append([]string(nil), lp.Warnings...)}
 	p.Layers = append(p.Layers, LayerCgroup)
-
-	if unavailable[LayerMountNS] {
-		return nil, &BoundaryError{LayerMountNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-
-	abi, llErr := landlock.ABI()
-	if unavailable[LayerLandlock] {
-		llErr = errors.New("marked unavailable by " + ForceUnavailableEnv)
-	}
-	if llErr != nil {
-		if c.FilesystemRules && !hasLayer(external, LayerBPFLSM) {
-			lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
-			if !unavailable[LayerBPFLSM] {
-				lsmErr = loader.ProbeBPFLSM()
-				if lsmErr == nil {
-					lsmErr = errors.New("usable, but this supervisor did not load it")
-				}
-			}
-			return nil, &BoundaryError{LayerLandlock, fmt.Errorf("%v; no other filesystem layer either (bpf-lsm: %v)", llErr, lsmErr)}
-		}
-		if c.Mode != policy.ModeFullAccess {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock unavailable (%v): no signal or abstract-socket scoping", llErr))
-		}
-	} else if hasLayer(external, LayerBPFLSM) && abi < landlock.AuditABI {
-		// Landlock comes before bpf in every kernel's LSM order, so a
-		// refusal both layers would make is Landlock's; below ABI 7 the
-		// kernel does not audit it, and nothing would report it. BPF-LSM
-		// enforces (and reports) the whole policy alone.
-		p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: ABI %d cannot report refusals to audit (needs ABI %d)", abi, landlock.AuditABI))
-	} else {
-		rs, warnings, err := landlock.Plan(c, abi)
+	if lp.Landlock != planner.Absent {
+		rs, warnings, err := landlock.Plan(c, lp.LandlockABI)
 		switch {
-		case err != nil && !hasLayer(external, LayerBPFLSM):
-			return nil, &BoundaryError{LayerLandlock, err}
+		case err != nil && lp.Landlock == planner.Required:
+			return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 		case err != nil:
 			// BPF-LSM enforces the whole policy; Landlock on top is
 			// defence in depth, and an ABI too old to honour all of the
 			// policy (truncate before ABI 3) must not block it.
-			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: %v", err))
+			p.Warnings = append(p.Warnings, fmt.Sprintf(lp.LandlockFallback, err))
 		default:
 			p.Warnings = append(p.Warnings, warnings...)
 			if !rs.Empty() {
 				p.Landlock = rs
-				p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, abi))
+				p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, lp.LandlockABI))
 			}
 		}
 	}
-
 	m, err := landlock.PlanMounts(c, p.Landlock)
 	if err != nil {
-		return nil, &BoundaryError{LayerMountNS, err}
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
-
-	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !hasLayer(external, LayerBPFLSM) {
-		// Landlock and bind mounts only protect inodes that exist now, and
-		// oxsupervise never creates placeholders on the host: a protected
-		// name created during the session (git init, a first .claude/) is
-		// writable until BPF-LSM, which matches by name, enforces it.
-		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
-	}
-	if c.Mode != policy.ModeFullAccess {
-		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
-		// socket, a network namespace does not cover AF_UNIX, and the
-		// BPF-LSM filesystem programs (fsguard) hook no socket connect
-		// either: say so whichever filesystem layer runs.
-		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
-	}
-	if err := decideNetwork(p, c, unavailable, external); err != nil {
-		return nil, err
+	if p.NetNS {
+		p.Layers = append(p.Layers, LayerNetNS)
 	}
 	// full-access is announced loudly by policy.Load, with where it was set.
 	return p, nil
-}
-
-// decideNetwork picks how c.Network is enforced. A SessionLayer named
-// LayerNetwork (cgroup BPF) owns it when present; otherwise only "none" can
-// be honoured, with an empty network namespace, and an allowlist cannot be
-// honoured at all: running it with full network would be a silently weaker
-// boundary, so it is refused.
-func decideNetwork(p *Plan, c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) error {
-	if hasLayer(external, LayerNetwork) || c.Network.Policy == policy.NetFull {
-		return nil
-	}
-	// The zero value is treated as the default, none: a hand-built
-	// Compiled must not get full network by omission.
-	if c.Network.Policy != policy.NetNone && c.Network.Policy != "" {
-		return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer, which this supervisor does not provide; use --net none or --net full", c.Network.Policy)}
-	}
-	if unavailable[LayerNetNS] {
-		return &BoundaryError{LayerNetNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-	p.NetNS = true
-	p.LoopbackUp = c.Network.Loopback != policy.LoopbackNone
-	p.Layers = append(p.Layers, LayerNetNS)
-	if c.Network.Loopback == policy.LoopbackAll {
-		p.Warnings = append(p.Warnings, "network none without the cgroup network layer: the session has its own loopback; the host's loopback services (loopback = \"all\") are NOT reachable")
-	}
-	return nil
 }
 
 // Run runs opts.Argv in a new session and returns its exit status (128+N
@@ -202,7 +140,11 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
-	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
+	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	if err != nil {
+		return 0, err
+	}
+	plan, err := bind(opts.Policy, lp)
 	if err != nil {
 		return 0, err
 	}
@@ -217,13 +159,13 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 
 	id, err := NewID()
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	group, err := cgroup.NewSession(opts.Cgroup, id, cgroup.Limits{
 		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
 	})
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
@@ -239,7 +181,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	if err := opts.Registry.Put(entry); err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy}
 	early, gated := splitExecGated(opts.Layers)
@@ -338,18 +280,18 @@ const (
 func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	cgFD, err := group.OpenFD()
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	defer cgFD.Close()
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{LayerMountNS, err}
+		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
 	defer specR.Close()
 	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{LayerMountNS, err}
+		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
 	defer statusR.Close()
 	defer statusW.Close()
@@ -359,7 +301,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	if spec.ExecGate {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("exec gate socket: %w", err)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("exec gate socket: %w", err)}
 		}
 		gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
 		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
@@ -410,7 +352,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		return 0, &BoundaryError{LayerCgroup, fmt.Errorf("start launcher in %s: %w", group.Path, err)}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("start launcher in %s: %w", group.Path, err)}
 	}
 	aud.setLauncherPID(cmd.Process.Pid)
 	specR.Close()
@@ -435,7 +377,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 			if _, err := gateParent.Write([]byte{gateGo}); err != nil {
 				cmd.Process.Kill()
 				cmd.Wait()
-				return 0, &BoundaryError{LayerMountNS, fmt.Errorf("open the exec gate: %w", err)}
+				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
 			}
 		}
 		gateParent.Close()
@@ -446,15 +388,15 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		cmd.Wait()
 		var f launchFailure
 		if werr != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("send launch spec: %w", werr)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("send launch spec: %w", werr)}
 		}
 		if err := json.Unmarshal(status, &f); err != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("launcher: %s", status)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("launcher: %s", status)}
 		}
 		if f.Exec != 0 {
 			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
 		}
-		return 0, &BoundaryError{f.Layer, errors.New(f.Error)}
+		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
 	}
 	entry.PID = cmd.Process.Pid
 	if err := opts.Registry.Put(*entry); err != nil {

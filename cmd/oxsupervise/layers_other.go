@@ -7,14 +7,15 @@ import (
 	"io"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
 
 // sessionLayers are Linux's cgroup-keyed layers; other systems have none.
-type sessionLayers struct{}
+type sessionLayers struct{ plan *planner.Plan }
 
-func buildLayers(verb string, c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) (*sessionLayers, error) {
+func buildLayers(verb planner.Verb, c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) (*sessionLayers, error) {
 	return &sessionLayers{}, nil
 }
 

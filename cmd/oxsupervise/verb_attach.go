@@ -11,6 +11,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -69,7 +70,7 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		return exitUsage
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	layers, err := buildLayers("attach", c, cgroup.Config{}, unavailable, s.err)
+	layers, err := buildLayers(planner.Attach, c, cgroup.Config{}, unavailable, s.err)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise attach: boundary not built: %v; nothing was moved\n", err)
 		return exitNoBoundary
@@ -79,6 +80,7 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		Warn:        s.err,
 		Unavailable: unavailable,
 		Layers:      layers.list(),
+		Plan:        layers.plan,
 	})
 	if err != nil && e == nil {
 		layers.close(s.err)

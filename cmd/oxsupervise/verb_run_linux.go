@@ -10,6 +10,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -48,7 +49,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	layers, err := buildLayers("run", c, cgroup.Config{}, unavailable, s.err)
+	layers, err := buildLayers(planner.Run, c, cgroup.Config{}, unavailable, s.err)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
 		return exitNoBoundary
@@ -60,6 +61,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Warn:        s.err,
 		Unavailable: unavailable,
 		Layers:      layers.list(),
+		Plan:        layers.plan,
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
 	layers.close(s.err)
