@@ -143,6 +143,9 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 	if err != nil {
 		return nil, &BoundaryError{LayerMountNS, err}
 	}
+	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
+	// the writable roots: the mount namespace is read-only there.
+	m.ReadOnlyView = c.FilesystemRules && !hasLayer(external, LayerBPFLSM)
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 
