@@ -339,6 +339,7 @@ func compile(m *merged, opts LoadOptions, ws Anchor, wsSrc string) (*Compiled, e
 		c.Network.AllowUnixSockets = append(c.Network.AllowUnixSockets, absPath(p, opts.Home, ws.Path))
 	}
 
+	c.Capabilities = compileCapabilities(m)
 	c.ExcludedCommands = slices.Clone(m.strings("sandbox.excluded_commands"))
 	c.AllowUnsandboxedCommands = m.boolean("sandbox.allow_unsandboxed_commands")
 	if !c.AllowUnsandboxedCommands {

@@ -293,7 +293,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
-		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
 		ExecGate: len(gated) > 0,
 	}

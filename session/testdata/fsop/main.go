@@ -6,7 +6,7 @@
 //	     unlink PATH | rmdir PATH | rename OLD NEW | exchange A B |
 //	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH |
 //	     chown PATH | utimes PATH |
-//	     connect IPV4:PORT | loopback | tiocsti TEXT
+//	     connect IPV4:PORT | bind IPV4:PORT | loopback | tiocsti TEXT
 //
 // connect makes one TCP connection; loopback listens on 127.0.0.1 and
 // connects to itself (the session's own loopback traffic). tiocsti pushes
@@ -101,6 +101,17 @@ func do(op, a, b string) error {
 			return fmt.Errorf("connect: want IPV4:PORT, got %q", a)
 		}
 		return tcpConnect(&unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+	case "bind":
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || !ap.Addr().Is4() {
+			return fmt.Errorf("bind: want IPV4:PORT, got %q", a)
+		}
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Bind(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
 	case "tiocsti":
 		keys := []byte(a)
 		for i := range keys {
