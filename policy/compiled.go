@@ -10,7 +10,7 @@ import (
 // CompiledSchemaVersion changes whenever the meaning or shape of Compiled
 // changes, so that a daemon and a client built from different commits refuse
 // each other's policies instead of misreading them.
-const CompiledSchemaVersion = 1
+const CompiledSchemaVersion = 2
 
 // Mode is a sandbox mode (DESIGN §2).
 type Mode string
@@ -94,6 +94,10 @@ type Compiled struct {
 	DenyReadGlobs []NameGlob `json:"deny_read_globs,omitempty"`
 
 	Network Network `json:"network"`
+
+	// Capabilities are the only capabilities a session keeps (none by
+	// default, root included).
+	Capabilities []Capability `json:"capabilities,omitempty"`
 
 	ExcludedCommands         []string `json:"excluded_commands,omitempty"`
 	AllowUnsandboxedCommands bool     `json:"allow_unsandboxed_commands"`

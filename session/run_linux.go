@@ -120,6 +120,9 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
+	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
+	// the writable roots: the mount namespace is read-only there.
+	m.ReadOnlyView = lp.ReadOnlyView
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 	if p.NetNS {
@@ -208,7 +211,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
-		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
 		ExecGate: len(gated) > 0,
 	}

@@ -166,6 +166,13 @@ func writeCompiled(w io.Writer, c *policy.Compiled, digest string) {
 	for _, g := range c.DenyReadGlobs {
 		fmt.Fprintf(w, "  %s/**/%s except %s  # %s\n", g.Within, g.Include, strings.Join(g.Exclude, ","), g.Source)
 	}
+	fmt.Fprintln(w, "capabilities kept (every other one is dropped, root included):")
+	if len(c.Capabilities) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, cp := range c.Capabilities {
+		fmt.Fprintf(w, "  %s: %s  # %s\n", cp.Name, cp.Reason, cp.Source)
+	}
 	fmt.Fprintf(w, "network: %s, loopback %s\n", c.Network.Policy, c.Network.Loopback)
 	for _, r := range c.Network.Allow {
 		dest := r.Host
