@@ -27,7 +27,12 @@ func toPolicyFlags(f PolicyFlags) *policy.Flags {
 // The directories the session will use must be accessible to the user.
 func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir string, env []string, warn io.Writer) (*policy.Compiled, error) {
 	var c *policy.Compiled
-	err := asUser(cred, func() error {
+	// Made by the daemon (root) before it takes the user's identity.
+	cache, err := policy.ScanCacheDir(int(cred.UID))
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: %v; scanning without it\n", err)
+	}
+	err = asUser(cred, func() error {
 		for _, d := range []string{dir, flags.Workspace} {
 			if d == "" {
 				continue
@@ -46,6 +51,7 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 			Flags:      toPolicyFlags(flags),
 			Env:        envLookup(env),
 			Warn:       warn,
+			ScanCache:  cache,
 		})
 		if err != nil {
 			return errorf(http.StatusBadRequest, "policy", "policy: %v", err)

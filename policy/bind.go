@@ -33,7 +33,7 @@ func (r *Resolved) Bind() (*Compiled, error) {
 	}
 	c.ProtectedPaths = []Anchor{}
 	if c.FilesystemRules && c.Mode == ModeWorkspaceWrite {
-		sc := scanner{c: &c, warn: r.opts.Warn, limit: maxScanEntries}
+		sc := scanner{c: &c, warn: r.opts.Warn, cache: r.opts.ScanCache, limit: maxScanEntries}
 		for _, e := range r.protectedPaths {
 			if err := sc.protectExplicit(Anchor{Path: e.path, Source: e.source}); err != nil {
 				return nil, err

@@ -61,6 +61,11 @@ type LoadOptions struct {
 	// Warn receives loud warnings (--yolo, full-access, skipped $TMPDIR);
 	// defaults to io.Discard.
 	Warn io.Writer
+	// ScanCache is a directory where the bind step's scan for existing
+	// protected entries remembers unchanged directories between starts
+	// (internal/treescan); it must belong to the caller and be writable by
+	// nobody else. Empty: every start reads every directory.
+	ScanCache string
 }
 
 // Effective is the merged policy before compilation: every key with the

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/internal/treescan"
 )
 
 // maxScanEntries bounds the walk that turns protected patterns into
@@ -21,6 +25,7 @@ const maxScanEntries = 200_000
 type scanner struct {
 	c       *Compiled
 	warn    io.Writer
+	cache   string // LoadOptions.ScanCache
 	entries int
 	limit   int
 }
@@ -59,61 +64,74 @@ func (s *scanner) matchPattern(rel []string, isDir bool) *ProtectedPattern {
 	return nil
 }
 
+// scan finds the existing entries of root that the protected patterns
+// match (and the gitdir: targets of .git files), through internal/treescan:
+// with s.cache set, a directory unchanged since an earlier start costs one
+// lstat, so a start does not read every file of a large workspace.
 func (s *scanner) scan(root string) error {
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path == root {
-				return err
-			}
-			// Unreadable subtrees cannot hold entries we must find to
-			// protect writes the agent could not make either.
-			if d != nil && d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if path == root {
-			return nil
-		}
-		s.entries++
-		if s.entries > s.limit {
-			s.c.ProtectedPathsComplete = false
-			fmt.Fprintf(s.warn, "oxsupervise: warning: stopped scanning %s for protected entries after %d entries; protection of not-yet-listed entries relies on name patterns\n", root, s.limit)
-			return fs.SkipAll
-		}
-		rel, _ := filepath.Rel(root, path)
-		comps := strings.Split(filepath.ToSlash(rel), "/")
-		isLink := d.Type()&fs.ModeSymlink != 0
-		if d.Name() == ".git" && d.Type().IsRegular() {
-			if err := s.gitFile(root, path); err != nil {
-				return err
-			}
-		}
-		if p := s.matchPattern(comps, d.IsDir()); p != nil || (isLink && s.matchPattern(comps, true) != nil) {
-			if p == nil {
-				p = s.matchPattern(comps, true)
-			}
-			if err := s.protect(root, path, isLink, p.Source); err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return fs.SkipDir // everything below is protected already
-			}
-			return nil
-		}
-		if d.IsDir() && len(comps) >= 2 && comps[len(comps)-2] == ".git" && (d.Name() == "objects" || d.Name() == "lfs") {
-			return fs.SkipDir
-		}
-		return nil
+	limit := s.limit - s.entries
+	res, err := treescan.Scan(root, treescan.Options{
+		Classify: s.classify, Key: s.patternsKey(), CacheDir: s.cache, Limit: max(limit, 1),
 	})
-	var perr *Error
-	if errors.As(err, &perr) {
-		return perr
-	}
-	if err != nil {
+	s.entries += res.Entries
+	switch {
+	case errors.Is(err, treescan.ErrLimit):
+		s.c.ProtectedPathsComplete = false
+		fmt.Fprintf(s.warn, "oxsupervise: warning: stopped scanning %s for protected entries after %d entries; protection of not-yet-listed entries relies on name patterns\n", root, s.limit)
+	case err != nil:
 		return fmt.Errorf("policy: scan %s for protected entries: %w", root, err)
 	}
+	for _, e := range res.Picked {
+		comps := strings.Split(e.Rel, "/")
+		isLink := e.Type&fs.ModeSymlink != 0
+		if comps[len(comps)-1] == ".git" && e.Type.IsRegular() {
+			if err := s.gitFile(root, e.Path); err != nil {
+				return err
+			}
+		}
+		p := s.matchPattern(comps, e.Type.IsDir())
+		if p == nil && isLink {
+			p = s.matchPattern(comps, true)
+		}
+		if p == nil {
+			continue // a .git file no pattern names
+		}
+		if err := s.protect(root, e.Path, isLink, p.Source); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// classify is the scan's verdict on one entry from its path and type
+// alone (treescan remembers it while the directory is unchanged): protected
+// names and .git files are picked, a picked directory is not descended
+// into (everything below it is protected already), and git's object store
+// is pruned.
+func (s *scanner) classify(rel []string, typ fs.FileMode) treescan.Verdict {
+	name := rel[len(rel)-1]
+	isDir, isLink := typ == fs.ModeDir, typ == fs.ModeSymlink
+	if name == ".git" && typ.IsRegular() {
+		return treescan.Pick
+	}
+	if s.matchPattern(rel, isDir) != nil || (isLink && s.matchPattern(rel, true) != nil) {
+		return treescan.Pick
+	}
+	if isDir && len(rel) >= 2 && rel[len(rel)-2] == ".git" && (name == "objects" || name == "lfs") {
+		return treescan.Prune
+	}
+	return treescan.Descend
+}
+
+// patternsKey names the classifier for the scan cache: the patterns it
+// applies, so a cache written under other patterns is never used.
+func (s *scanner) patternsKey() string {
+	h := sha256.New()
+	io.WriteString(h, "protected-scan/1\x00")
+	for _, p := range s.c.ProtectedPatterns {
+		fmt.Fprintf(h, "%s\x00%s\x00", p.Type, strings.Join(p.Components, "/"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // protect records a protected entry. A symlink is recorded as the link

@@ -99,11 +99,18 @@ func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error)
 		}
 		ws = wd
 	}
+	// The supervisor scans as root; a cache it cannot use only costs the
+	// start a full scan.
+	cache, err := policy.ScanCacheDir(os.Geteuid())
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise: warning: %v; scanning without it\n", err)
+	}
 	c, _, err := policy.Load(policy.LoadOptions{
 		Home:      t.home,
 		Workspace: ws,
 		Flags:     f,
 		Warn:      s.err,
+		ScanCache: cache,
 	})
 	return c, err
 }

@@ -27,7 +27,7 @@ func cacheUsable(dir, root string) string {
 		return fmt.Sprintf("cache directory %s: %v", dir, err)
 	}
 	if !fi.IsDir() || !ownedByMe(fi) {
-		return fmt.Sprintf("cache directory %s is not a directory of uid %d that only it may write", dir, os.Geteuid())
+		return fmt.Sprintf("cache directory %s is not a directory of uid %d that only it may write", dir, fileUID())
 	}
 	return ""
 }
@@ -35,7 +35,7 @@ func cacheUsable(dir, root string) string {
 // cacheFile names the cache of (root, its identity, key) for this euid.
 func cacheFile(dir, root string, id dirID, key string) string {
 	h := sha256.New()
-	for _, s := range []string{root, strconv.FormatUint(id.dev, 10), strconv.FormatUint(id.ino, 10), strconv.Itoa(os.Geteuid()), key} {
+	for _, s := range []string{root, strconv.FormatUint(id.dev, 10), strconv.FormatUint(id.ino, 10), strconv.Itoa(fileUID()), key} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -31,9 +31,9 @@ func lstatDir(path string) (dirID, error) {
 	return dirID{dev: uint64(st.Dev), ino: st.Ino, ctime: ctimeOf(st)}, nil
 }
 
-// ownedByMe reports whether fi is owned by the effective uid and writable
-// by nobody else.
+// ownedByMe reports whether fi is owned by the uid this thread accesses
+// files as (fileUID) and writable by nobody else.
 func ownedByMe(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid() && fi.Mode().Perm()&0o022 == 0
+	return ok && int(st.Uid) == fileUID() && fi.Mode().Perm()&0o022 == 0
 }
