@@ -29,12 +29,9 @@ type Options struct {
 	MaxConns, MaxConnsPerUID, KernelBuffer                               int
 }
 
-// Defaults the daemon flags show on every OS.
-const (
-	DefaultPinDir         = "/sys/fs/bpf/oxsupervise"
-	DefaultMaxConns       = 512
-	DefaultMaxConnsPerUID = 64
-)
+// DefaultPinDir is the pin directory the daemon flags show on every OS
+// (on Linux: adopt_linux.go).
+const DefaultPinDir = "/sys/fs/bpf/oxsupervise"
 
 // Server is the daemon (Linux only).
 type Server struct{}
