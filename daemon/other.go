@@ -45,12 +45,6 @@ func (s *Server) Serve(context.Context) error { return errNotSupported }
 // Client talks to the daemon (Linux only).
 type Client struct{ Socket string }
 
-// AttachResult is the answer to an attach.
-type AttachResult struct {
-	Session  session.Entry `json:"session"`
-	Warnings []string      `json:"warnings"`
-}
-
 // Available is false: there is no daemon on this OS.
 func Available(string) bool { return false }
 
