@@ -17,20 +17,12 @@ import (
 // (POST /sessions), streaming its events until it exits.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req RunRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	stdio, err := takeStdio(r, "POST /sessions")
+	stdio, err := decodeWithStdio(r, &req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer func() {
-		for _, f := range stdio {
-			f.Close()
-		}
-	}()
+	defer stdio.close()
 	cred, u, err := userOf(who.Peer)
 	if err != nil {
 		writeError(w, err)
