@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -82,6 +84,13 @@ type AttachRequest struct {
 	Policy PolicyFlags `json:"policy"`
 	// Dir is the client's directory: the default workspace.
 	Dir string `json:"dir"`
+}
+
+// AttachResult is the answer to POST /sessions/attach (201): the session's
+// registry entry and the warnings of building its boundary.
+type AttachResult struct {
+	Session  session.Entry `json:"session"`
+	Warnings []string      `json:"warnings"`
 }
 
 // SignalRequest is the body of POST /sessions/{id}/signal: a signal the

@@ -129,5 +129,5 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 			warnings = append(warnings, l)
 		}
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"session": e, "warnings": warnings})
+	writeJSON(w, http.StatusCreated, AttachResult{Session: *e, Warnings: warnings})
 }

@@ -5,6 +5,7 @@ package daemon
 import (
 	"net/http"
 	"os/user"
+	"slices"
 	"strconv"
 
 	"github.com/openoxide/oxsupervise/cgroup"
@@ -147,6 +148,8 @@ func requestPeer(r *http.Request) (*Peer, error) {
 	return &c.peer, nil
 }
 
+// isAdmin reports whether p is root or in the --admin-group (its primary
+// group, or a supplementary group the kernel lists for the process).
 func (s *Server) isAdmin(p *Peer) bool {
 	if p.UID == 0 {
 		return true
@@ -158,15 +161,7 @@ func (s *Server) isAdmin(p *Peer) bool {
 		return true
 	}
 	groups, err := p.groups()
-	if err != nil {
-		return false
-	}
-	for _, g := range groups {
-		if g == s.adminGID {
-			return true
-		}
-	}
-	return false
+	return err == nil && slices.Contains(groups, s.adminGID)
 }
 
 // sessionOf returns the session the peer process is in ("" for none),

@@ -38,8 +38,9 @@
 //     approvals that does not come from a request. They decode the body
 //     (api.go: the wire types and their strict decoder, shared with the
 //     client), load the user's policy as the user (userpolicy_linux.go,
-//     asuser_linux.go) and answer with respond_linux.go's JSON and event
-//     streams.
+//     asuser_linux.go), take the caller's stdio where the request carries
+//     it (stdio_linux.go) and answer with respond_linux.go's JSON and
+//     event streams.
 //  6. Supervisor core: the handlers call package session (Run, Attach,
 //     Stop, List) with the layers of enforcement (layers_linux.go); the
 //     approval store (approvalstore_linux.go: pending requests in memory,

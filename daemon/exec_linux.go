@@ -25,20 +25,12 @@ import (
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 	sid, m := who.session, who.managed
 	var req ExecRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	stdio, err := takeStdio(r, "POST /exec")
+	stdio, err := decodeWithStdio(r, &req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer func() {
-		for _, f := range stdio {
-			f.Close()
-		}
-	}()
+	defer stdio.close()
 	c := m.policy
 	command := shellJoin(req.Argv)
 	kind := KindUnsandboxedCommand
@@ -116,7 +108,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 
 // runOutside runs an approved command as the session's user, outside any
 // session, wired to the caller's stdio.
-func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, stdio [3]*os.File) (int, error) {
+func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, stdio stdio) (int, error) {
 	env := session.UserEnv(req.Env, &session.EnvUser{Home: m.home, Name: m.userName})
 	path, err := lookPathEnv(req.Argv[0], env)
 	if err != nil {

@@ -1,14 +1,18 @@
 package daemon
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/openoxide/oxsupervise/session"
+)
 
 // Exit statuses of the CLI (README, "Exit codes") that a request to the
 // daemon can end in. cmd/oxsupervise's exit codes are these constants, so
 // that RunCLI and the verbs agree.
 const (
-	ExitFail       = 1   // the verb ran and failed
-	ExitUsage      = 2   // the request was invalid
-	ExitNoBoundary = 125 // run/attach: the boundary could not be built; nothing ran
+	ExitFail       = 1                      // the verb ran and failed
+	ExitUsage      = 2                      // the request was invalid
+	ExitNoBoundary = session.ExitNoBoundary // run/attach: the boundary could not be built; nothing ran
 )
 
 // usageCodes are the Error codes of requests the daemon refused as

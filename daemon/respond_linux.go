@@ -7,11 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -70,25 +67,4 @@ func (ww *warnWriter) Write(b []byte) (int, error) {
 		ww.es.send(Event{Event: "warning", Message: strings.TrimRight(line, "\n")})
 	}
 	return len(b), nil
-}
-
-// takeStdio takes exactly the three descriptors a run or exec request must
-// carry.
-func takeStdio(r *http.Request, what string) ([3]*os.File, error) {
-	var files [3]*os.File
-	c := connOf(r.Context())
-	if c == nil {
-		return files, errorf(http.StatusBadRequest, "bad_request", "%s needs a Unix socket connection", what)
-	}
-	fds := c.takeFDs()
-	if len(fds) != 3 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return files, errorf(http.StatusBadRequest, "bad_request", "%s needs exactly 3 file descriptors (stdin, stdout, stderr) sent as SCM_RIGHTS with the request; got %d", what, len(fds))
-	}
-	for i, name := range []string{"stdin", "stdout", "stderr"} {
-		files[i] = os.NewFile(uintptr(fds[i]), name)
-	}
-	return files, nil
 }

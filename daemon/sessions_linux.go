@@ -5,7 +5,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -19,20 +18,12 @@ import (
 // (POST /sessions), streaming its events until it exits.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
 	var req RunRequest
-	if err := DecodeRequest(r.Body, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	stdio, err := takeStdio(r, "POST /sessions")
+	stdio, err := decodeWithStdio(r, &req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer func() {
-		for _, f := range stdio {
-			f.Close()
-		}
-	}()
+	defer stdio.close()
 	cred, u, err := userOf(who.Peer)
 	if err != nil {
 		writeError(w, err)
@@ -97,18 +88,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	sid := id
 	mu.Unlock()
 	s.forget(sid)
-	var be *session.BoundaryError
-	var ee *session.ExecError
-	switch {
-	case errors.As(err, &be):
-		es.send(Event{Event: "error", Session: sid, Code: 125, Layer: be.Layer, Message: fmt.Sprintf("boundary not built: %v; nothing ran", be)})
-	case errors.As(err, &ee):
-		es.send(Event{Event: "error", Session: sid, Code: ee.Code, Message: ee.Error()})
-	case err != nil:
-		es.send(Event{Event: "error", Session: sid, Code: 1, Message: err.Error()})
-	default:
-		es.send(Event{Event: "exit", Session: sid, Code: code})
+	if err != nil {
+		f := session.FailureOf(err)
+		es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
+		return
 	}
+	es.send(Event{Event: "exit", Session: sid, Code: code})
 }
 
 // listSessions lists the caller's sessions (GET /sessions); every session
