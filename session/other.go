@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -44,6 +45,7 @@ type AttachOptions struct {
 	Cgroup         cgroup.Config
 	Registry       Registry
 	Layers         []SessionLayer
+	Audit          *audit.FileSink
 }
 
 // LauncherMain is the launcher (Linux only).
