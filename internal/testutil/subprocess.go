@@ -25,7 +25,7 @@ import (
 //	}
 //
 // and a test starts one with OpCommand (or puts OpArgs after any path of the
-// binary, or into a shell script). The op's output and exit code are the
+// binary, or into a shell script run inside a session). The op's output and exit code are the
 // test's to read; the op itself asserts nothing.
 
 // Op is one thing a test binary does as a helper process; args are the
@@ -71,22 +71,6 @@ func OpArgs(op string, args ...string) []string {
 // caller adds stdin, credentials or a cgroup before starting it.
 func OpCommand(op string, args ...string) *exec.Cmd {
 	return exec.Command(os.Args[0], OpArgs(op, args...)...)
-}
-
-// OpScript is the shell command line that runs op with args through the
-// test binary at exe (often "$SELF" in a script run inside a session).
-// Arguments are single-quoted; exe is used as given so it may be a
-// variable reference.
-func OpScript(exe, op string, args ...string) string {
-	parts := []string{exe}
-	for _, a := range OpArgs(op, args...) {
-		parts = append(parts, shellQuote(a))
-	}
-	return strings.Join(parts, " ")
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ReportErrno is how an op reports one syscall's outcome: it prints the

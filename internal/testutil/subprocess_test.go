@@ -34,13 +34,3 @@ func TestOpCommand(t *testing.T) {
 		t.Errorf("unknown op: %q, %v", out, err)
 	}
 }
-
-func TestOpScript(t *testing.T) {
-	script := OpScript(`"$SELF"`, "echo", "it's", "$HOME", "two words")
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "SELF="+os.Args[0])
-	out, err := cmd.Output()
-	if err != nil || string(out) != "it's|$HOME|two words" {
-		t.Errorf("sh -c %s: %q, %v", script, out, err)
-	}
-}
