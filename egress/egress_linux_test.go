@@ -28,6 +28,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -60,9 +61,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if op := os.Getenv(helperEnv); op != "" {
-		os.Exit(runHelper(op))
-	}
+	testutil.RunOp(ops)
 	if os.Geteuid() == 0 && os.Getenv(netnsEnv) == "" {
 		// Re-run the whole binary in a fresh network namespace.
 		cmd := exec.Command("unshare", append([]string{"--net", "--", os.Args[0]}, os.Args[1:]...)...)
@@ -334,9 +333,7 @@ func (f *fixture) groupIn(t testing.TB, parent string, n *policy.Network) *testG
 
 // helperCmd starts this test binary as a helper inside group s.
 func helperCmd(s *testGroup, op string, args ...string) *exec.Cmd {
-	a, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+op, argsEnv+"="+string(a))
+	cmd := testutil.OpCommand("egress", append([]string{op}, args...)...)
 	if s != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(s.dirf.Fd())}
 	}

@@ -18,14 +18,15 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // The tests re-execute their own binary as the process that runs inside a
-// session: helperEnv selects the operation, argsEnv carries its arguments.
-const (
-	helperEnv = "OXS_EGRESS_HELPER"
-	argsEnv   = "OXS_EGRESS_ARGS"
-)
+// session (testutil.RunOp): "egress OP ARGS..." runs runHelper.
+var ops = map[string]testutil.Op{
+	"egress": func(args []string) int { return runHelper(args[0], args[1:]) },
+}
 
 // helperResult is what a helper prints (one JSON line per step).
 type helperResult struct {
@@ -47,12 +48,7 @@ func resultOf(err error) helperResult {
 	return r
 }
 
-func runHelper(op string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
-		fmt.Fprintln(os.Stderr, "helper args:", err)
-		return 2
-	}
+func runHelper(op string, args []string) int {
 	out := json.NewEncoder(os.Stdout)
 	emit := func(r helperResult) { out.Encode(r) }
 	switch op {

@@ -4,7 +4,6 @@ package loader_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,8 +20,7 @@ import (
 // not nil, and returns the child's errno.
 func mkdirIn(t *testing.T, cg *testutil.Cgroup, dir string) syscall.Errno {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+	cmd := testutil.OpCommand("mkdir", dir)
 	cmd.Stderr = os.Stderr
 	if cg != nil {
 		fd, err := unix.Open(cg.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

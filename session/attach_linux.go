@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +43,10 @@ type AttachOptions struct {
 	// Layers must hold the BPF layers it names. Without it Attach decides
 	// from the kernel's capabilities and the Layers given.
 	Plan *planner.Plan
+	// Audit is the sink the layers write the session's refusals to; the
+	// caller owns it and keeps it open as long as the layers live (they
+	// outlive Attach). Nil: each layer opens Policy.Audit.Path itself.
+	Audit *audit.FileSink
 }
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
@@ -130,7 +135,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
-	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy})
+	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: opts.Audit})
 	if err != nil {
 		group.Remove(context.Background())
 		return nil, err

@@ -32,21 +32,26 @@ type auditor struct {
 	stop        *audit.Record // session_stop, written last by close
 }
 
-func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
+// openAuditor opens the session's one audit sink, which the session's
+// layers share (SessionInfo.Audit).
+func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *auditor {
 	a := &auditor{id: id, mode: mode, warn: warn}
-	path := cfgAudit.Path
-	if path == "" {
-		path = audit.DefaultPath
-	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(cfgAudit)})
+	sink, err := openAuditLog(cfgAudit)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
 		return a
 	}
 	a.sink = sink
-	if !withLandlock {
-		return a
+	return a
+}
+
+// followLandlock writes the Landlock refusals the kernel audit feed
+// attributes to the session, until close.
+func (a *auditor) followLandlock(cfg cgroup.Config) {
+	if a.sink == nil {
+		return
 	}
+	id, mode, warn := a.id, a.mode, a.warn
 	reader, err := kernelaudit.Open(kernelaudit.Options{
 		Cgroup: cfg,
 		SessionOfPID: func(pid int) (string, bool) {
@@ -55,7 +60,7 @@ func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withL
 	})
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: Landlock refusals of session %s will not be audited: %v\n", id, err)
-		return a
+		return
 	}
 	a.reader = reader
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +80,6 @@ func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withL
 			a.write(r)
 		})
 	}()
-	return a
 }
 
 func (a *auditor) setLauncherPID(pid int) { a.launcherPID.Store(int64(pid)) }

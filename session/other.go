@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
@@ -47,6 +48,7 @@ type AttachOptions struct {
 	Registry       Registry
 	Layers         []SessionLayer
 	Plan           *planner.Plan
+	Audit          *audit.FileSink
 }
 
 // LauncherMain is the launcher (Linux only).

@@ -186,11 +186,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy}
+	// The session's one audit sink: the supervisor's records and every
+	// layer's refusals go through it.
+	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
+		aud.close()
 		return 0, err
 	}
 	if opts.OnStart != nil {
@@ -207,7 +211,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	aud := startAudit(opts.Policy.Audit, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+	if plan.Landlock != nil {
+		aud.followLandlock(opts.Cgroup)
+	}
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
