@@ -64,6 +64,11 @@ type Config struct {
 	// Events are the maps the programs report refusals through (package
 	// audit/bpfring reads them; DecodeEvent decodes them). Required.
 	Events *loader.EventMaps
+	// Pinned, when set, is a directory where an earlier process pinned
+	// these programs, attached on the same parent, with its maps
+	// (loader.PinAt of Objects): Attach opens them from there instead of
+	// loading, verifying and attaching them again.
+	Pinned string
 }
 
 // Attach loads the network programs and attaches them to parentCgroupDir,
@@ -78,8 +83,38 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		return nil, fmt.Errorf("attach network programs: %s is not a directory", parentCgroupDir)
 	}
 	e := &Enforcer{sessions: make(map[uint64]*session)}
-	if err := loader.LoadNetPrograms(&e.objs, cfg.Events); err != nil {
-		return nil, fmt.Errorf("load network programs: %w", err)
+	if cfg.Pinned != "" {
+		links, names, err := loader.LoadPinnedNetPrograms(&e.objs, cfg.Events, cfg.Pinned)
+		if err != nil {
+			return nil, fmt.Errorf("open pinned network programs: %w", err)
+		}
+		e.links, e.linkNames = links, names
+	} else if err := e.load(parentCgroupDir, cfg.Events); err != nil {
+		return nil, err
+	}
+	e.resolver = NewResolver(cfg.Resolver, e.admit)
+	e.stop = make(chan struct{})
+	e.swept.Add(1)
+	go func() {
+		defer e.swept.Done()
+		tick := time.NewTicker(sweepInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case <-tick.C:
+				e.sweep()
+			}
+		}
+	}()
+	return e, nil
+}
+
+// load loads the programs and attaches them to parentCgroupDir.
+func (e *Enforcer) load(parentCgroupDir string, events *loader.EventMaps) error {
+	if err := loader.LoadNetPrograms(&e.objs, events); err != nil {
+		return fmt.Errorf("load network programs: %w", err)
 	}
 	attachments := []struct {
 		name string
@@ -101,7 +136,7 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: parentCgroupDir, Attach: a.typ, Program: a.prog})
 		if err != nil {
 			e.Close()
-			return nil, fmt.Errorf("attach %s to %s: %w", a.name, parentCgroupDir, err)
+			return fmt.Errorf("attach %s to %s: %w", a.name, parentCgroupDir, err)
 		}
 		e.links = append(e.links, l)
 		info, err := a.prog.Info()
@@ -111,23 +146,7 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		}
 		e.linkNames = append(e.linkNames, name)
 	}
-	e.resolver = NewResolver(cfg.Resolver, e.admit)
-	e.stop = make(chan struct{})
-	e.swept.Add(1)
-	go func() {
-		defer e.swept.Done()
-		tick := time.NewTicker(sweepInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-e.stop:
-				return
-			case <-tick.C:
-				e.sweep()
-			}
-		}
-	}()
-	return e, nil
+	return nil
 }
 
 // sweep drops expired resolver ranges from the trie. Open connections do

@@ -9,6 +9,8 @@ import (
 	"net"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/fsguard"
@@ -57,6 +59,38 @@ type Host struct {
 	pins      map[string]Pinned
 	pinFailed map[string]error
 	pinErr    error
+	pinning   Pinning
+	// ringReused is set when the ring's maps were opened from their pins.
+	ringReused bool
+}
+
+// openRing opens the ring buffer: the pinned event maps when there are
+// some to read again, new ones (then pinned) otherwise.
+func (h *Host) openRing(opts Options) (*bpfring.Ring, error) {
+	if h.pinErr != nil {
+		return bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: opts.Warn})
+	}
+	events, err := h.pinning.Events()
+	if err != nil {
+		h.pinFailed["events"] = err
+	}
+	if events != nil {
+		r, err := bpfring.Open(bpfring.Options{Warn: opts.Warn, Maps: events})
+		if err == nil {
+			h.ringReused = true
+			return r, nil
+		}
+		h.pinFailed["events"] = err
+	}
+	r, err := bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: opts.Warn})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.pinning.PinEvents(r.Maps()); err != nil {
+		// The layers cannot be pinned to maps that are not.
+		h.pinErr = fmt.Errorf("pin the event maps: %w", err)
+	}
+	return r, nil
 }
 
 // Open builds the BPF layers want names; the others are left out with
@@ -65,8 +99,12 @@ type Host struct {
 // without it. Close releases whatever was built.
 func Open(opts Options, want planner.Want) *Host {
 	h := &Host{fsErr: planner.ErrNotProvided, netErr: planner.ErrNotProvided, pins: map[string]Pinned{}, pinFailed: map[string]error{}}
-	if opts.Pins != nil {
-		h.pinErr = opts.Pins.Prepare()
+	h.pinning = opts.Pins
+	if !want.BPFLSM && !want.Network {
+		h.pinning = nil
+	}
+	if opts.Pins != nil && (want.BPFLSM || want.Network) {
+		h.pinErr = opts.Pins.Prepare(opts.KernelBuffer)
 	} else {
 		h.pinErr = ErrNotPinning
 	}
@@ -74,7 +112,7 @@ func Open(opts Options, want planner.Want) *Host {
 		if h.ring != nil {
 			return h.ring, nil
 		}
-		r, err := bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: opts.Warn})
+		r, err := h.openRing(opts)
 		if err != nil {
 			return nil, fmt.Errorf("open the kernel event ring buffer: %w", err)
 		}
@@ -114,7 +152,7 @@ func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
 		return &planner.NotLoaded{Err: fmt.Errorf("the filesystem programs did not load: %w", err)}
 	}
 	h.fs = l
-	h.pin(opts, planner.LayerBPFLSM, l)
+	h.pin(opts, planner.LayerBPFLSM, 0, l)
 	return nil
 }
 
@@ -137,13 +175,46 @@ func (h *Host) buildNet(opts Options, ring func() (*bpfring.Ring, error)) error 
 	if err != nil {
 		return err
 	}
-	l, err := session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: upstream, Events: r, Warn: opts.Warn})
+	cfg := session.NetworkConfig{Parent: parent, Upstream: upstream, Events: r, Warn: opts.Warn}
+	parentID, err := cgroupID(parent)
+	if err != nil {
+		return err
+	}
+	if h.pinErr == nil && h.ringReused {
+		if dir := h.pinning.Reusable(planner.LayerNetwork, parentID); dir != "" {
+			reuse := cfg
+			reuse.Pinned = dir
+			l, err := session.NewNetworkLayer(reuse)
+			if err == nil {
+				h.net = l
+				h.pins[planner.LayerNetwork] = Pinned{Layer: planner.LayerNetwork, Reused: true,
+					Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}
+				return nil
+			}
+			// Loaded afresh below, and pinned in their place.
+			h.pinFailed[planner.LayerNetwork] = fmt.Errorf("pinned network programs not reused: %w", err)
+			if err := h.pinning.Discard(planner.LayerNetwork, parentID); err != nil {
+				h.pinFailed[planner.LayerNetwork] = err
+				h.pinErr = err
+			}
+		}
+	}
+	l, err := session.NewNetworkLayer(cfg)
 	if err != nil {
 		return err
 	}
 	h.net = l
-	h.pin(opts, planner.LayerNetwork, l)
+	h.pin(opts, planner.LayerNetwork, parentID, l)
 	return nil
+}
+
+// cgroupID is the id of the cgroup at dir (its inode number).
+func cgroupID(dir string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	return st.Ino, nil
 }
 
 // parseUpstream parses a comma-separated list of host:port.
@@ -213,6 +284,10 @@ func (h *Host) Close() error {
 		errs = append(errs, wrap("kernel event ring buffer", h.ring.Close()))
 		h.ring = nil
 	}
+	if h.pinning != nil {
+		errs = append(errs, wrap("pins", h.pinning.Release()))
+		h.pinning = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,5 +307,9 @@ func (h *Host) CloseRing() error {
 	}
 	err := h.ring.Close()
 	h.ring = nil
+	if h.pinning != nil {
+		err = errors.Join(err, h.pinning.Release())
+		h.pinning = nil
+	}
 	return wrap("kernel event ring buffer", err)
 }

@@ -18,20 +18,37 @@ const DefaultPinDir = "/sys/fs/bpf/oxsupervise"
 // ErrNotPinning is the pin error of a host opened without Options.Pins.
 var ErrNotPinning = errors.New("this supervisor does not pin")
 
-// Pinning is how a host keeps its objects beyond its own process.
+// Pinning is how a host keeps its objects beyond its own process, and
+// whether it opens them again from their pins.
 type Pinning interface {
-	// Prepare makes the pin directory ready; an error means nothing is
-	// pinned (the layers still work, in this process only).
-	Prepare() error
+	// Prepare makes the pin directory ready for a host whose ring buffer
+	// has ringSize bytes; an error means nothing is pinned (the layers
+	// still work, in this process only).
+	Prepare(ringSize int) error
+	// Events returns the event maps pinned earlier to read again, or nil
+	// to have new ones created (then passed to PinEvents).
+	Events() (*loader.EventMaps, error)
+	PinEvents(events *loader.EventMaps) error
+	// Reusable returns the directory of layer's objects pinned earlier,
+	// attached on the parent cgroup of id parent and reporting through
+	// Events, to open instead of loading them; "" when there is none.
+	Reusable(layer string, parent uint64) string
+	// Discard removes what Reusable returned when it did not open.
+	Discard(layer string, parent uint64) error
 	// Pin pins the objects of one layer just built.
-	Pin(layer string, objs loader.Objects) (Pinned, error)
+	Pin(layer string, parent uint64, objs loader.Objects) (Pinned, error)
+	// Release ends this host's hold on the pins; they stay.
+	Release() error
 }
 
 // Pinned is one layer's pinned generation, and the generations earlier
 // processes left of the same set (oldest first), which keep enforcing
 // until their owner retires them.
 type Pinned struct {
-	Layer      string
+	Layer string
+	// Reused is set when the layer was opened from these pins rather
+	// than loaded.
+	Reused     bool
 	Set        loader.PinSet
 	Generation loader.Generation
 	Old        []loader.Generation
@@ -52,10 +69,26 @@ func SetName(layer string) string {
 type Generations struct{ Dir string }
 
 // Prepare implements Pinning.
-func (g Generations) Prepare() error { return loader.EnsurePinDir(g.Dir) }
+func (g Generations) Prepare(int) error { return loader.EnsurePinDir(g.Dir) }
+
+// Events implements Pinning: every generation has new event maps, pinned
+// with each layer's objects.
+func (Generations) Events() (*loader.EventMaps, error) { return nil, nil }
+
+// PinEvents implements Pinning.
+func (Generations) PinEvents(*loader.EventMaps) error { return nil }
+
+// Reusable implements Pinning: a generation is never reopened.
+func (Generations) Reusable(string, uint64) string { return "" }
+
+// Discard implements Pinning.
+func (Generations) Discard(string, uint64) error { return nil }
+
+// Release implements Pinning.
+func (Generations) Release() error { return nil }
 
 // Pin implements Pinning.
-func (g Generations) Pin(layer string, objs loader.Objects) (Pinned, error) {
+func (g Generations) Pin(layer string, _ uint64, objs loader.Objects) (Pinned, error) {
 	set := loader.PinSet{Dir: filepath.Join(g.Dir, SetName(layer))}
 	old, err := set.Generations()
 	if err != nil {
@@ -76,11 +109,11 @@ type pinnable interface{ Objects() loader.Objects }
 
 // pin pins l's objects when the host pins; a failure leaves the layer
 // working unpinned, and is kept for PinFailed.
-func (h *Host) pin(opts Options, layer string, l pinnable) {
+func (h *Host) pin(opts Options, layer string, parent uint64, l pinnable) {
 	if h.pinErr != nil {
 		return
 	}
-	p, err := opts.Pins.Pin(layer, l.Objects())
+	p, err := opts.Pins.Pin(layer, parent, l.Objects())
 	if err != nil {
 		h.pinFailed[layer] = fmt.Errorf("pin the %s layer: %w", layer, err)
 		return

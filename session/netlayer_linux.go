@@ -35,6 +35,10 @@ type NetworkConfig struct {
 	// Flood tunes the per-session flood control, in the kernel and in
 	// front of the audit sink.
 	Flood audit.FloodOptions
+	// Pinned, when set, is where the programs are pinned already,
+	// attached on Parent and reporting through Events (package host):
+	// they are opened from there instead of loaded again.
+	Pinned string
 }
 
 // NetworkLayer is the SessionLayer LayerNetwork: cgroup BPF network rules
@@ -61,6 +65,7 @@ func NewNetworkLayer(cfg NetworkConfig) (*NetworkLayer, error) {
 	enf, err := egress.Attach(cfg.Parent, egress.Config{
 		Resolver: egress.ResolverConfig{Upstream: cfg.Upstream, Timeout: cfg.Timeout, OnRefusal: l.dnsRefused},
 		Events:   l.ev.ring.Maps(),
+		Pinned:   cfg.Pinned,
 	})
 	if err != nil {
 		l.ev.closeAll(func() error { return nil })

@@ -53,8 +53,20 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// The standalone runs of these tests keep their BPF programs pinned
+	// for the next run (host.Cache): below a directory of their own, not
+	// the machine's.
+	pins, err := os.MkdirTemp("/sys/fs/bpf", "oxs-session-pins-")
+	if err == nil {
+		os.Setenv("OXSUPERVISE_PIN_DIR", pins)
+	} else {
+		os.Setenv("OXSUPERVISE_PIN_DIR", "off")
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if pins != "" {
+		os.RemoveAll(pins)
+	}
 	os.Exit(code)
 }
 

@@ -27,6 +27,24 @@ import (
 // (the resolver's rebinding guard still applies to every answer).
 const resolverUpstreamEnv = "OXSUPERVISE_RESOLVER_UPSTREAM"
 
+// pinDirEnv overrides where a standalone run or attach keeps its BPF
+// programs pinned for the next one to reuse (host.Cache); "off" keeps them
+// in the process, loaded at every start. Tests point it at a directory of
+// their own.
+const pinDirEnv = "OXSUPERVISE_PIN_DIR"
+
+// standalonePins is the host.Cache of a standalone run or attach.
+func standalonePins(cfg cgroup.Config) host.Pinning {
+	dir := os.Getenv(pinDirEnv)
+	switch dir {
+	case "off":
+		return nil
+	case "":
+		dir = host.DefaultPinDir
+	}
+	return &host.Cache{Dir: dir, Cgroup: cfg}
+}
+
 // sessionLayers are the enforcement host of one standalone run or attach
 // and the plan of its session. The CLI keeps the host alive for as long
 // as the session: the daemon differs only in keeping one for all.
@@ -41,7 +59,7 @@ type sessionLayers struct {
 func buildLayers(verb planner.Verb, c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) (*sessionLayers, error) {
 	h := host.Open(host.Options{
 		Cgroup: cfg, KernelBuffer: int(c.Audit.KernelBuffer), ResolverUpstreamList: os.Getenv(resolverUpstreamEnv),
-		Unavailable: unavailable, Warn: warn,
+		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn,
 	}, planner.Wants(c))
 	plan, err := h.Plan(verb, c, planner.Probe(unavailable))
 	if err != nil {
