@@ -413,7 +413,7 @@ func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
 // part of a layer's objects), checking each against this binary's
 // declaration of it.
 func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		return nil, fmt.Errorf("load event map specs: %w", err)
 	}
@@ -462,12 +462,12 @@ func openPinnedMaps(dir string, spec *ebpf.CollectionSpec, names []string) (map[
 // pinned links with their names. events must be the event maps the
 // pinned programs report through.
 func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]link.Link, []string, error) {
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		return nil, nil, fmt.Errorf("load network program spec: %w", err)
 	}
 	fields := map[string]reflect.Value{}
-	rv := reflect.ValueOf(&objs.NetMaps).Elem()
+	rv := reflect.ValueOf(&objs.netMaps).Elem()
 	var names []string
 	for i := 0; i < rv.NumField(); i++ {
 		if tag := rv.Type().Field(i).Tag.Get("ebpf"); tag != "" {
@@ -494,8 +494,8 @@ func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]l
 	}
 	links, linkNames, err := loadPinnedLinks(dir, len(spec.Programs))
 	if err != nil {
-		objs.NetMaps.Close()
-		objs.NetMaps = NetMaps{}
+		objs.netMaps.Close()
+		objs.netMaps = netMaps{}
 		return nil, nil, err
 	}
 	return links, linkNames, nil
