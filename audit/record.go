@@ -33,6 +33,7 @@ const (
 	LayerBPFLSM     Layer = "bpf-lsm"
 	LayerCgroup     Layer = "cgroup"
 	LayerLandlock   Layer = "landlock"
+	LayerSeccomp    Layer = "seccomp"
 	LayerResolver   Layer = "resolver"
 	LayerSeatbelt   Layer = "seatbelt"
 	LayerJob        Layer = "job"
@@ -227,7 +228,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroup: true, LayerLandlock: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroup: true, LayerLandlock: true, LayerSeccomp: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 
