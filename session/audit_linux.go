@@ -29,9 +29,9 @@ type auditor struct {
 	launcherPID atomic.Int64
 	// auditSession is the session's kernel audit session id, 0 until known.
 	auditSession atomic.Int64
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	stop        *audit.Record // session_stop, written last by close
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	stop         *audit.Record // session_stop, written last by close
 }
 
 func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
