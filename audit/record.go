@@ -38,6 +38,7 @@ const (
 	// itself.)
 	LayerCgroupNet  Layer = "cgroup"
 	LayerLandlock   Layer = "landlock"
+	LayerSeccomp    Layer = "seccomp"
 	LayerResolver   Layer = "resolver"
 	LayerSeatbelt   Layer = "seatbelt"
 	LayerJob        Layer = "job"
@@ -232,7 +233,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 

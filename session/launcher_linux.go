@@ -48,6 +48,9 @@ type LaunchSpec struct {
 
 	Mounts   landlock.MountPlan `json:"mounts"`
 	Landlock *landlock.Ruleset  `json:"landlock,omitempty"`
+	// RestrictSockets makes the seccomp filter refuse socket families
+	// and types the network layers cannot judge (network is not "full").
+	RestrictSockets bool `json:"restrict_sockets,omitempty"`
 	// LoopbackUp brings up lo in the launcher's private network namespace
 	// (only meaningful when the supervisor cloned one).
 	LoopbackUp bool `json:"loopback_up,omitempty"`
@@ -111,6 +114,8 @@ func LauncherMain() int {
 
 // buildBoundary does every step before exec and names the layer that failed.
 func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
+	// Before the mounts: /proc is read-only after them.
+	newAuditSession(spec.UID)
 	if err := spec.Mounts.Apply(); err != nil {
 		return LayerMountNS, err
 	}
@@ -153,7 +158,7 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 	} else if err := prepared.RestrictSelf(); err != nil {
 		return LayerLandlock, err
 	}
-	if err := denyTIOCSTI(); err != nil {
+	if err := installSessionFilter(spec.RestrictSockets); err != nil {
 		return LayerSeccomp, err
 	}
 	return "", nil

@@ -219,7 +219,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		ExecGate: len(gated) > 0,
+		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		ExecGate:        len(gated) > 0,
 	}
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.

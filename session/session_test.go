@@ -220,14 +220,20 @@ type op struct {
 // runOps runs every op in one session and returns name -> result.
 func (e *env) runOps(t *testing.T, mode string, ops []op, extra ...string) map[string]string {
 	t.Helper()
+	return e.runOpsWith(t, []string{"--sandbox", mode}, ops, extra...)
+}
+
+// runOpsWith is runOps with any `run` flags.
+func (e *env) runOpsWith(t *testing.T, flags []string, ops []op, extra ...string) map[string]string {
+	t.Helper()
 	var script strings.Builder
 	for _, o := range ops {
 		fmt.Fprintf(&script, "printf '%%s=' %q; \"$FSOP\" %s\n", o.name, o.cmd)
 	}
 	script.WriteString(extraScript(extra))
-	r := e.run(t, nil, "run", "--sandbox", mode, "--", "sh", "-c", script.String())
+	r := e.run(t, nil, append(append([]string{"run"}, flags...), "--", "sh", "-c", script.String())...)
 	if r.code != 0 {
-		t.Fatalf("run --sandbox %s: exit %d\nstdout:\n%s\nstderr:\n%s", mode, r.code, r.stdout, r.stderr)
+		t.Fatalf("run %v: exit %d\nstdout:\n%s\nstderr:\n%s", flags, r.code, r.stdout, r.stderr)
 	}
 	got := map[string]string{}
 	for _, line := range strings.Split(r.stdout, "\n") {

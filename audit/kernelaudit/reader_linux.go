@@ -29,6 +29,10 @@ type Options struct {
 	// SessionOfPID is consulted first to attribute a pid to a session: the
 	// producer knows its sessions' pids even after they exited.
 	SessionOfPID func(pid int) (string, bool)
+	// SessionOfAuditSession attributes a record by its kernel audit
+	// session id (ses=), when the pid is gone: a record with no Landlock
+	// domain (seccomp) has nothing else that outlives its process.
+	SessionOfAuditSession func(ses uint32) (string, bool)
 	// Cgroup says where session groups live, for attribution through
 	// /proc/PID/cgroup; the zero value is the default layout.
 	Cgroup cgroup.Config
@@ -199,6 +203,7 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		case <-runDone:
 		}
 	}()
+	asm.sessionOfSes = r.opts.SessionOfAuditSession
 	sessionOf := r.sessionOf
 	buf := make([]byte, 1<<16)
 	flush := func(events []Event) {

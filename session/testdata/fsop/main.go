@@ -5,7 +5,7 @@
 //	fsop write PATH | append PATH | read PATH | truncate PATH | mkdir PATH |
 //	     unlink PATH | rmdir PATH | rename OLD NEW | exchange A B |
 //	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH |
-//	     chown PATH | utimes PATH |
+//	     chown PATH | utimes PATH | socket DOMAIN TYPE | io_uring_setup - |
 //	     connect IPV4:PORT | bind IPV4:PORT | loopback | tiocsti TEXT
 //
 // connect makes one TCP connection; loopback listens on 127.0.0.1 and
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -101,6 +102,25 @@ func do(op, a, b string) error {
 			return fmt.Errorf("connect: want IPV4:PORT, got %q", a)
 		}
 		return tcpConnect(&unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+	case "socket":
+		domain, err1 := strconv.Atoi(a)
+		typ, err2 := strconv.Atoi(b)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("socket: want numeric DOMAIN TYPE, got %q %q", a, b)
+		}
+		fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	case "io_uring_setup":
+		var params [120]byte // struct io_uring_params
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+		if errno != 0 {
+			return errno
+		}
+		unix.Close(int(fd))
+		return nil
 	case "bind":
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil || !ap.Addr().Is4() {
