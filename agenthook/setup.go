@@ -304,3 +304,37 @@ func positioned(path string, data []byte, err error) string {
 	col := off - bytes.LastIndexByte(data[:off], '\n')
 	return fmt.Sprintf("%s:%d:%d", path, line, col)
 }
+
+// Installed reports whether the settings file at path has an oxsupervise
+// PreToolUse hook for agent (any executable path), for the warning a
+// session with the agent's profile gives when commands would share the
+// agent's tier. A missing file is not an error: no hook.
+func Installed(path string, agent Agent) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	var s struct {
+		Hooks struct {
+			PreToolUse []struct {
+				Hooks []struct {
+					Command string `json:"command"`
+				} `json:"hooks"`
+			} `json:"PreToolUse"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return false, fmt.Errorf("%s: %w", positioned(path, b, err), err)
+	}
+	for _, g := range s.Hooks.PreToolUse {
+		for _, h := range g.Hooks {
+			if isOurs(h.Command, agent) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

@@ -217,3 +217,32 @@ func TestSettingsPath(t *testing.T) {
 		}
 	}
 }
+
+func TestInstalled(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	if ok, err := Installed(path, ClaudeCode); ok || err != nil {
+		t.Errorf("missing file: %t, %v; want false, nil", ok, err)
+	}
+	if err := os.WriteFile(path, []byte(settingsWithOthers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Installed(path, ClaudeCode); ok || err != nil {
+		t.Errorf("only the user's hooks: %t, %v; want false", ok, err)
+	}
+	if _, err := Install(path, HookCommand("/usr/bin/oxsupervise", ClaudeCode), ClaudeCode); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Installed(path, ClaudeCode); !ok || err != nil {
+		t.Errorf("after Install: %t, %v; want true", ok, err)
+	}
+	if ok, _ := Installed(path, Codex); ok {
+		t.Error("Claude Code's hook counted as Codex's")
+	}
+	if err := os.WriteFile(path, []byte("{\n oops"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Installed(path, ClaudeCode); err == nil || !strings.Contains(err.Error(), "settings.json:2:") {
+		t.Errorf("broken file: error %v, want one naming settings.json:2:", err)
+	}
+}

@@ -18,6 +18,13 @@ import (
 // allow for what could not be judged.
 const exitHookBlock = 2
 
+// nestedRunReady turns on the rewrite of shell commands into
+// `run --tier=command` (docs/agents-tiers.md). It stays false until the
+// nested-session client exists in `run`: before that, a rewritten command
+// would fail on the unknown flag instead of running, so the hook judges
+// only. Flip it in the change that adds the flag.
+const nestedRunReady = false
+
 // cmdHook implements `oxsupervise hook claude-code|codex`: an agent's
 // PreToolUse hook (package agenthook). It reads the hook input on stdin,
 // judges the call with the permission rules of the same layers as
@@ -54,7 +61,7 @@ func cmdHook(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.err, "oxsupervise hook %s: blocked: the policy could not be loaded: %v\n", agent, err)
 		return exitHookBlock
 	}
-	opts := agenthook.Options{Agent: agent, Nest: !*noNest && hookInSession()}
+	opts := agenthook.Options{Agent: agent, Nest: nestedRunReady && !*noNest && hookInSession()}
 	if opts.Nest {
 		if opts.Exe, err = selfExecutable(); err != nil {
 			fmt.Fprintf(s.err, "oxsupervise hook %s: blocked: %v\n", agent, err)

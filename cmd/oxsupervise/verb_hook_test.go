@@ -29,6 +29,16 @@ func hookInput(tool, field, value string) string {
 	return string(b)
 }
 
+// insideSession is what an allowed command inside a session comes back
+// as: rewritten into a nested run once `run` can nest (nestedRunReady),
+// judged only before that.
+func insideSession() []string {
+	if !nestedRunReady {
+		return []string{`"permissionDecision":"allow"`, `pattern = \"git *\"`}
+	}
+	return []string{`"permissionDecision":"allow"`, `"updatedInput":{`, `run --tier=command --agent=claude-code -- bash -c 'git log'`, `"description":"d"`}
+}
+
 // TestHookVerb drives `oxsupervise hook` as the agents do: JSON on stdin,
 // the managed policy's rules, the answer on stdout or a block (exit 2).
 func TestHookVerb(t *testing.T) {
@@ -44,8 +54,8 @@ func TestHookVerb(t *testing.T) {
 			want: []string{`"permissionDecision":"deny"`, `pattern = \"rm *\"`, "policy.toml:"}},
 		{name: "allow outside a session is not rewritten", agent: "claude-code", stdin: hookInput("Bash", "command", "git log"),
 			want: []string{`"permissionDecision":"allow"`}},
-		{name: "allow inside a session is nested", agent: "claude-code", stdin: hookInput("Bash", "command", "git log"), inSession: true,
-			want: []string{`"permissionDecision":"allow"`, `"updatedInput":{`, `run --tier=command --agent=claude-code -- bash -c 'git log'`, `"description":"d"`}},
+		{name: "allow inside a session is nested once run can nest", agent: "claude-code", stdin: hookInput("Bash", "command", "git log"), inSession: true,
+			want: insideSession()},
 		{name: "codex ask is refused", agent: "codex", stdin: hookInput("Bash", "command", "make"), inSession: true,
 			want: []string{`"permissionDecision":"deny"`, "cannot ask"}},
 		{name: "bad input blocks", agent: "codex", stdin: `{"hook_event_name":"PreToolUse"`, code: exitHookBlock,
@@ -71,6 +81,9 @@ func TestHookVerb(t *testing.T) {
 				if !strings.Contains(got, w) {
 					t.Errorf("output %q lacks %q", got, w)
 				}
+			}
+			if tc.inSession && !nestedRunReady && strings.Contains(out.String(), "updatedInput") {
+				t.Errorf("rewritten before run can nest: %s", out.String())
 			}
 			if tc.code == exitOK && !json.Valid(out.Bytes()) {
 				t.Errorf("stdout is not one JSON value: %q", out.String())
