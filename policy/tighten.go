@@ -483,3 +483,7 @@ func cloneCompiled(c *Compiled) *Compiled {
 	out.Locked = slices.Clone(c.Locked)
 	return &out
 }
+
+// Stricter reports whether a is a stricter verdict than b (deny > ask >
+// allow), the order Permissions.Check combines commands in.
+func (a Action) Stricter(b Action) bool { return strictness(a) > strictness(b) }

@@ -52,6 +52,8 @@ func verbs() map[string]verb {
 		"approve":   {"answer an approval request", cmdApprove},
 		"exec":      {"inside a session: run a command outside it after approval", cmdExec},
 		"version":   {"print the version", cmdVersion},
+		"hook":      {"an agent's PreToolUse hook: judge a tool call, nest shell commands (hook claude-code|codex)", cmdHook},
+		"agent":     {"install the hook into an agent's settings (agent setup claude-code|codex)", cmdAgent},
 	}
 }
 
