@@ -494,6 +494,7 @@ func toPolicyFlags(f PolicyFlags) *policy.Flags {
 	return &policy.Flags{
 		Sandbox: f.Sandbox, FullAuto: f.FullAuto, Yolo: f.Yolo, Workspace: f.Workspace,
 		WritableRoots: f.WritableRoots, Net: f.Net, AllowNet: f.AllowNet, ConfigFile: f.ConfigFile,
+		Agent: f.Agent,
 	}
 }
 
@@ -501,7 +502,9 @@ func toPolicyFlags(f PolicyFlags) *policy.Flags {
 // with the user's file access (asUser), the managed directory is the
 // daemon's, and the audit path is the daemon's unless the user is root.
 // The directories the session will use must be accessible to the user.
-func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir string, env []string, warn io.Writer) (*policy.Compiled, error) {
+// argv is the session's command (its agent profile is detected from it;
+// nil for attach), whose missing agent state is created as the user.
+func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir string, env []string, argv []string, warn io.Writer) (*policy.Compiled, error) {
 	var c *policy.Compiled
 	err := asUser(cred, func() error {
 		for _, d := range []string{dir, flags.Workspace} {
@@ -522,6 +525,8 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 			Flags:      toPolicyFlags(flags),
 			Env:        envLookup(env),
 			Warn:       warn,
+			Argv:       argv,
+			AgentState: agentOwner(argv, cred),
 		})
 		if err != nil {
 			return errorf(http.StatusBadRequest, "policy", "policy: %v", err)
@@ -538,6 +543,14 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 		c.Audit.Path = s.opts.AuditPath
 	}
 	return c, nil
+}
+
+// agentOwner creates a run session's missing agent state for its user.
+func agentOwner(argv []string, cred credential) *policy.AgentOwner {
+	if argv == nil {
+		return nil
+	}
+	return &policy.AgentOwner{UID: cred.UID, GID: cred.GID}
 }
 
 func envLookup(env []string) func(string) string {
@@ -652,7 +665,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var warnings bytes.Buffer
-	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, &warnings)
+	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, req.Argv, &warnings)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -903,7 +916,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		cred = credential{UID: euid, GID: gid}
 	}
 	var warn bytes.Buffer
-	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, nil, &warn)
+	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, nil, nil, &warn)
 	if err != nil {
 		writeError(w, err)
 		return

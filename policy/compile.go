@@ -205,7 +205,7 @@ func compile(m *merged, opts LoadOptions, ws Anchor, wsSrc string) (*Compiled, e
 			if err != nil {
 				return nil, &Error{Pos: pos{File: s.elemSource(i)}, Msg: fmt.Sprintf("writable root %s: %v", r, err)}
 			}
-			if !a.Exists || !a.Dir {
+			if !a.Exists || !a.Dir && !isProfileSource(s.elemSource(i)) {
 				return nil, &Error{Pos: pos{File: s.elemSource(i)}, Msg: fmt.Sprintf("writable root %s (%s) is not an existing directory", r, a.Path), Hint: "create it first or remove it from the policy"}
 			}
 			add(a)

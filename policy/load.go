@@ -61,6 +61,13 @@ type LoadOptions struct {
 	// Warn receives loud warnings (--yolo, full-access, skipped $TMPDIR);
 	// defaults to io.Discard.
 	Warn io.Writer
+	// Argv is the command the session runs, from which the agent profile
+	// is detected (package agent); nil for none.
+	Argv []string
+	// AgentState, when set, has the agent profile's missing state
+	// entries created for that user before compiling (run does this;
+	// policy show does not change the filesystem).
+	AgentState *AgentOwner
 }
 
 // Effective is the merged policy before compilation: every key with the

@@ -60,6 +60,15 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 		m.files = append(m.files, f.path)
 	}
 	m.seal()
+	pl, ap, err := profileLayer(opts, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pl != nil {
+		if err := m.apply(pl); err != nil {
+			return nil, nil, err
+		}
+	}
 	fl, err := flagLayer(opts, m)
 	if err != nil {
 		return nil, nil, err
@@ -81,7 +90,10 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	c.Agent = ap
+	c.Env.Set = m.agentEnv()
 	eff := m.effective()
+	m.agentEffective(eff, ap)
 	eff.Values = append(eff.Values, EffectiveValue{Key: "workspace", Value: ws.Path, Source: wsSrc})
 	sort.SliceStable(eff.Values, func(i, j int) bool { return eff.Values[i].Key < eff.Values[j].Key })
 	return c, eff, nil

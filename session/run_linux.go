@@ -226,6 +226,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
+	// An agent profile's switches (the agent's own sandbox off) go on the
+	// command line when the agent has no environment variable for them.
+	opts.Argv = opts.Policy.CommandLine(opts.Argv)
 	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
