@@ -193,7 +193,11 @@ func runAsSudo(t *testing.T, bin string, u *agentUser, auditLog string, env []st
 
 // checkSeedResults asserts the recorded tool results, the audit log and
 // the files' states after an agent ran seedScript.
-func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int) {
+//
+// settingsAudited is false where the settings file lies inside a writable
+// root (Codex's ~/.codex): there the session's mount namespace keeps it
+// read-only (EROFS), a refusal the Landlock path does not audit yet.
+func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int, settingsAudited bool) {
 	t.Helper()
 	res := api.Results()
 	for _, s := range seedScript(u, otherPort, settings) {
@@ -259,12 +263,15 @@ func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog
 		{`"kind":"denial"`, `"action":"connect"`, `"port":` + strconv.Itoa(otherPort)},
 		// Landlock names the directory a file could not be created in.
 		{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`},
-		{`"kind":"denial"`, `"path":"` + settings + `"`},
 	} {
 		if !testutil.LineHasAll(log, want...) {
 			t.Errorf("no audit record with %q in %s", want, auditLog)
 			missing = true
 		}
+	}
+	if settingsAudited && !testutil.LineHasAll(log, `"kind":"denial"`, `"path":"`+settings+`"`) {
+		t.Errorf("no audit record for the write to %s", settings)
+		missing = true
 	}
 	if missing {
 		t.Logf("audit log:\n%s", log)
@@ -304,7 +311,7 @@ func TestAgentClaudeCodeSudo(t *testing.T) {
 	if !strings.Contains(res.stdout, modelapi.FinalText) {
 		t.Errorf("claude did not print the model's final message")
 	}
-	checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other)
+	checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
 	// Its state was written: the transcript of this session below
 	// ~/.claude/projects, and ~/.claude.json.
 	transcripts, _ := filepath.Glob(filepath.Join(u.home, ".claude", "projects", "*", "*.jsonl"))
@@ -313,5 +320,56 @@ func TestAgentClaudeCodeSudo(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(u.home, ".claude.json")); err != nil || !strings.Contains(string(b), `"firstStartTime"`) {
 		t.Errorf("~/.claude.json was not written by the agent: %q %v", b, err)
+	}
+}
+
+// codexArgs points Codex at the stand-in the only way 0.171 takes (a
+// custom provider on the command line; it does not read OPENAI_BASE_URL).
+func codexArgs(api *modelapi.Server) []string {
+	return []string{"codex",
+		"-c", `model_providers.standin.name="standin"`,
+		"-c", `model_providers.standin.base_url="` + api.URL + `/v1"`,
+		"-c", `model_providers.standin.wire_api="responses"`,
+		"-c", `model_providers.standin.env_key="OPENAI_API_KEY"`,
+		"-c", `model_provider="standin"`, "-c", `model="gpt-5-codex"`,
+		"exec", "--skip-git-repo-check", "Run the scripted steps."}
+}
+
+// Codex, installed from npm, run by `sudo oxsupervise run -- codex exec`
+// with nothing configured but its provider's base_url: its own sandbox is
+// switched off (the session is the sandbox), it reaches exactly the
+// stand-in, and keeps its state in ~/.codex with its rules read-only.
+func TestAgentCodexSudo(t *testing.T) {
+	testutil.RequireRoot(t)
+	binDir := agentBin(t, "codex")
+	w := newCLIWorld(t)
+	u := newAgentUser(t, w.base)
+	settings := filepath.Join(u.home, ".codex", "config.toml")
+	os.MkdirAll(filepath.Dir(settings), 0o700)
+	settingsBefore := "# user config\n"
+	os.WriteFile(settings, []byte(settingsBefore), 0o600)
+	os.Lchown(filepath.Dir(settings), u.uid, u.gid)
+	os.Lchown(settings, u.uid, u.gid)
+
+	other := otherListener(t)
+	api, err := modelapi.OpenAI(seedScript(u, other, settings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	auditLog := filepath.Join(w.base, "log", "codex.jsonl")
+	res := runAsSudo(t, w.bin, u, auditLog,
+		[]string{"PATH=" + binDir + ":/usr/bin:/bin", "OPENAI_API_KEY=sk-standin"}, codexArgs(api)...)
+	t.Logf("codex: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Errorf("codex exited %d", res.code)
+	}
+	if !strings.Contains(res.stderr, "sandbox: danger-full-access") {
+		t.Errorf("codex did not run with its own sandbox off (the profile's -c sandbox_mode)")
+	}
+	checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, false)
+	sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	if len(sessions) == 0 {
+		t.Errorf("no session rollout below ~/.codex/sessions")
 	}
 }
