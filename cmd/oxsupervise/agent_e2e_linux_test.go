@@ -191,6 +191,29 @@ func runAsSudo(t *testing.T, bin string, u *agentUser, auditLog string, env []st
 	return res
 }
 
+// runThroughDaemon runs `oxsupervise run -- argv...` as the user, who is
+// not root, so it goes through the daemon the world serves (the fleet
+// set-up: the daemon builds the boundary and writes the audit log).
+func runThroughDaemon(t *testing.T, w *cliWorld, u *agentUser, env []string, argv ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(w.bin, append([]string{"-test.run=^TestCLIHelperProcess$", "--", "run", "--"}, argv...)...)
+	cmd.Dir = u.ws
+	cmd.Env = append([]string{cliAsEnv + "=1", socketEnv + "=" + w.socket, "HOME=" + u.home, "USER=" + u.name}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("oxsupervise run %v: %v", argv, err)
+	}
+	return res
+}
+
 // checkSeedResults asserts the recorded tool results, the audit log and
 // the files' states after an agent ran seedScript.
 //
@@ -278,48 +301,70 @@ func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog
 	}
 }
 
+// agentRoute runs an agent command the one way or the other and returns
+// the result and the audit log it was recorded in.
+type agentRoute func(t *testing.T, w *cliWorld, u *agentUser, env []string, argv ...string) (cliResult, string)
+
+var agentRoutes = []struct {
+	name string
+	run  agentRoute
+}{
+	{"sudo", func(t *testing.T, w *cliWorld, u *agentUser, env []string, argv ...string) (cliResult, string) {
+		log := filepath.Join(w.base, "log", "standalone.jsonl")
+		return runAsSudo(t, w.bin, u, log, env, argv...), log
+	}},
+	{"daemon", func(t *testing.T, w *cliWorld, u *agentUser, env []string, argv ...string) (cliResult, string) {
+		w.serve(t)
+		return runThroughDaemon(t, w, u, env, argv...), w.opts.AuditPath
+	}},
+}
+
 // Claude Code, installed from npm, run by `sudo oxsupervise run -- claude`
-// with nothing configured but ANTHROPIC_BASE_URL (the stand-in on
-// 127.0.0.1) and an API key: its profile lets it reach exactly the
-// stand-in, keep its state, and nothing else.
-func TestAgentClaudeCodeSudo(t *testing.T) {
+// and by an unprivileged user through the daemon, with nothing configured
+// but ANTHROPIC_BASE_URL (the stand-in on 127.0.0.1) and an API key: its
+// profile lets it reach exactly the stand-in, keep its state, and nothing
+// else.
+func TestAgentClaudeCode(t *testing.T) {
 	testutil.RequireRoot(t)
 	binDir := agentBin(t, "claude")
-	w := newCLIWorld(t)
-	u := newAgentUser(t, w.base)
-	settings := filepath.Join(u.home, ".claude", "settings.json")
-	os.MkdirAll(filepath.Dir(settings), 0o700)
-	settingsBefore := "{}\n"
-	os.WriteFile(settings, []byte(settingsBefore), 0o600)
-	os.Lchown(filepath.Dir(settings), u.uid, u.gid)
-	os.Lchown(settings, u.uid, u.gid)
+	for _, route := range agentRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			w := newCLIWorld(t)
+			u := newAgentUser(t, w.base)
+			settings := filepath.Join(u.home, ".claude", "settings.json")
+			os.MkdirAll(filepath.Dir(settings), 0o700)
+			settingsBefore := "{}\n"
+			os.WriteFile(settings, []byte(settingsBefore), 0o600)
+			os.Lchown(filepath.Dir(settings), u.uid, u.gid)
+			os.Lchown(settings, u.uid, u.gid)
 
-	other := otherListener(t)
-	api, err := modelapi.Anthropic(seedScript(u, other, settings), "Bash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	auditLog := filepath.Join(w.base, "log", "claude.jsonl")
-	res := runAsSudo(t, w.bin, u, auditLog,
-		[]string{"PATH=" + binDir + ":/usr/bin:/bin", "ANTHROPIC_BASE_URL=" + api.URL, "ANTHROPIC_API_KEY=sk-ant-standin"},
-		"claude", "-p", "Run the scripted steps.", "--dangerously-skip-permissions")
-	t.Logf("claude: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
-	if res.code != 0 {
-		t.Errorf("claude exited %d", res.code)
-	}
-	if !strings.Contains(res.stdout, modelapi.FinalText) {
-		t.Errorf("claude did not print the model's final message")
-	}
-	checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
-	// Its state was written: the transcript of this session below
-	// ~/.claude/projects, and ~/.claude.json.
-	transcripts, _ := filepath.Glob(filepath.Join(u.home, ".claude", "projects", "*", "*.jsonl"))
-	if len(transcripts) == 0 {
-		t.Errorf("no transcript below ~/.claude/projects")
-	}
-	if b, err := os.ReadFile(filepath.Join(u.home, ".claude.json")); err != nil || !strings.Contains(string(b), `"firstStartTime"`) {
-		t.Errorf("~/.claude.json was not written by the agent: %q %v", b, err)
+			other := otherListener(t)
+			api, err := modelapi.Anthropic(seedScript(u, other, settings), "Bash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			res, auditLog := route.run(t, w, u,
+				[]string{"PATH=" + binDir + ":/usr/bin:/bin", "ANTHROPIC_BASE_URL=" + api.URL, "ANTHROPIC_API_KEY=sk-ant-standin"},
+				"claude", "-p", "Run the scripted steps.", "--dangerously-skip-permissions")
+			t.Logf("claude: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			if res.code != 0 {
+				t.Errorf("claude exited %d", res.code)
+			}
+			if !strings.Contains(res.stdout, modelapi.FinalText) {
+				t.Errorf("claude did not print the model's final message")
+			}
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
+			// Its state was written: the transcript of this session below
+			// ~/.claude/projects, and ~/.claude.json.
+			transcripts, _ := filepath.Glob(filepath.Join(u.home, ".claude", "projects", "*", "*.jsonl"))
+			if len(transcripts) == 0 {
+				t.Errorf("no transcript below ~/.claude/projects")
+			}
+			if b, err := os.ReadFile(filepath.Join(u.home, ".claude.json")); err != nil || !strings.Contains(string(b), `"firstStartTime"`) {
+				t.Errorf("~/.claude.json was not written by the agent: %q %v", b, err)
+			}
+		})
 	}
 }
 
@@ -336,40 +381,42 @@ func codexArgs(api *modelapi.Server) []string {
 }
 
 // Codex, installed from npm, run by `sudo oxsupervise run -- codex exec`
-// with nothing configured but its provider's base_url: its own sandbox is
+// and through the daemon, with nothing configured but its provider's base_url: its own sandbox is
 // switched off (the session is the sandbox), it reaches exactly the
 // stand-in, and keeps its state in ~/.codex with its rules read-only.
-func TestAgentCodexSudo(t *testing.T) {
+func TestAgentCodex(t *testing.T) {
 	testutil.RequireRoot(t)
 	binDir := agentBin(t, "codex")
-	w := newCLIWorld(t)
-	u := newAgentUser(t, w.base)
-	settings := filepath.Join(u.home, ".codex", "config.toml")
-	os.MkdirAll(filepath.Dir(settings), 0o700)
-	settingsBefore := "# user config\n"
-	os.WriteFile(settings, []byte(settingsBefore), 0o600)
-	os.Lchown(filepath.Dir(settings), u.uid, u.gid)
-	os.Lchown(settings, u.uid, u.gid)
+	for _, route := range agentRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			w := newCLIWorld(t)
+			u := newAgentUser(t, w.base)
+			settings := filepath.Join(u.home, ".codex", "config.toml")
+			os.MkdirAll(filepath.Dir(settings), 0o700)
+			settingsBefore := "# user config\n"
+			os.WriteFile(settings, []byte(settingsBefore), 0o600)
+			os.Lchown(filepath.Dir(settings), u.uid, u.gid)
+			os.Lchown(settings, u.uid, u.gid)
 
-	other := otherListener(t)
-	api, err := modelapi.OpenAI(seedScript(u, other, settings))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	auditLog := filepath.Join(w.base, "log", "codex.jsonl")
-	res := runAsSudo(t, w.bin, u, auditLog,
-		[]string{"PATH=" + binDir + ":/usr/bin:/bin", "OPENAI_API_KEY=sk-standin"}, codexArgs(api)...)
-	t.Logf("codex: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
-	if res.code != 0 {
-		t.Errorf("codex exited %d", res.code)
-	}
-	if !strings.Contains(res.stderr, "sandbox: danger-full-access") {
-		t.Errorf("codex did not run with its own sandbox off (the profile's -c sandbox_mode)")
-	}
-	checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, false)
-	sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
-	if len(sessions) == 0 {
-		t.Errorf("no session rollout below ~/.codex/sessions")
+			other := otherListener(t)
+			api, err := modelapi.OpenAI(seedScript(u, other, settings))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			res, auditLog := route.run(t, w, u, []string{"PATH=" + binDir + ":/usr/bin:/bin", "OPENAI_API_KEY=sk-standin"}, codexArgs(api)...)
+			t.Logf("codex: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			if res.code != 0 {
+				t.Errorf("codex exited %d", res.code)
+			}
+			if !strings.Contains(res.stderr, "sandbox: danger-full-access") {
+				t.Errorf("codex did not run with its own sandbox off (the profile's -c sandbox_mode)")
+			}
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, false)
+			sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
+			if len(sessions) == 0 {
+				t.Errorf("no session rollout below ~/.codex/sessions")
+			}
+		})
 	}
 }
