@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,20 +62,28 @@ func parsePolicyFlags(fs *pflag.FlagSet, s streams, args []string) (int, bool) {
 	return 0, true
 }
 
-func loadPolicyForVerb(pf *policy.Flags, warn io.Writer) (*policy.Compiled, *policy.Effective, error) {
+func loadPolicyForVerb(pf *policy.Flags, warn io.Writer, argv ...string) (*policy.Compiled, *policy.Effective, error) {
 	return policy.Load(policy.LoadOptions{
 		ManagedDir: os.Getenv(policy.ManagedDirEnv),
 		Flags:      pf,
 		Warn:       warn,
+		Argv:       argv,
 	})
 }
 
+// cmdPolicyShow prints the effective policy; `policy show -- CMD...` (or
+// --agent NAME) shows it with the agent profile that command would get.
 func cmdPolicyShow(s streams, args []string) int {
 	fs, pf, asJSON := policyFlagSet("show", s)
+	policy.RegisterAgentFlag(fs, pf)
+	var argv []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, argv = args[:i], args[i+1:]
+	}
 	if code, ok := parsePolicyFlags(fs, s, args); !ok {
 		return code
 	}
-	c, eff, err := loadPolicyForVerb(pf, s.err)
+	c, eff, err := loadPolicyForVerb(pf, s.err, argv...)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise policy show: %v\n", err)
 		return exitFail
