@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !linux
 
 package agent
 
@@ -6,8 +6,12 @@ import "errors"
 
 const noCreate = "\x00"
 
-// Prepare is not supported off Unix: profiles there grant only existing
+// Prepare is not supported off Linux: profiles there grant only existing
 // state.
 func (p *Profile) Prepare(home string, uid, gid int) ([]string, error) {
-	return nil, errors.New("agent: creating state entries is supported on Unix only")
+	return nil, errors.New("agent: creating state entries is supported on Linux only")
+}
+
+func rewriteOwned(path string, b []byte, uid int) error {
+	return errors.New("agent: rolling back state files is supported on Linux only")
 }

@@ -290,6 +290,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		return nil
 	}
 	aud := startAudit(opts.Policy.Audit, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
@@ -304,6 +305,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err

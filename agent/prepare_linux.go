@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package agent
 
@@ -102,4 +102,32 @@ func ensure(root, rel string, file bool, content string, uid, gid int) (bool, er
 		dir = next
 	}
 	return made, nil
+}
+
+// rewriteOwned replaces the content of the regular file at path, which
+// must be owned by uid, never following a symlink there.
+func rewriteOwned(path string, b []byte, uid int) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid {
+		return fmt.Errorf("not a regular file owned by uid %d", uid)
+	}
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
