@@ -261,3 +261,32 @@ func argValues(gs []agent.Grant) []string {
 	}
 	return out
 }
+
+// citeGrants gives the compiled entries the profile added the source of
+// the grant (the profile and its citation, or the override's file:line);
+// the merged list only knows which layer set it last.
+func citeGrants(c *Compiled, ap *AgentProfile) {
+	if ap == nil {
+		return
+	}
+	for _, g := range ap.Granted {
+		switch g.Key {
+		case "network.allow":
+			want, err := ParseNetRule(g.Value.(string))
+			if err != nil {
+				continue
+			}
+			for i, r := range c.Network.Allow {
+				if r.Host == want.Host && r.Prefix == want.Prefix && slices.Equal(r.Ports, want.Ports) {
+					c.Network.Allow[i].Source = g.Source
+				}
+			}
+		case "sandbox.writable_roots":
+			for i, a := range c.WritableRoots {
+				if a.Path == g.Value.(string) {
+					c.WritableRoots[i].Source = g.Source
+				}
+			}
+		}
+	}
+}

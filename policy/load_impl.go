@@ -91,6 +91,7 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 		return nil, nil, err
 	}
 	c.Agent = ap
+	citeGrants(c, ap)
 	c.Env.Set = m.agentEnv()
 	eff := m.effective()
 	m.agentEffective(eff, ap)
