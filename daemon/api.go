@@ -61,6 +61,8 @@ type PolicyFlags struct {
 	Net           string   `json:"net,omitempty"`
 	AllowNet      []string `json:"allow_net,omitempty"`
 	ConfigFile    string   `json:"config_file,omitempty"`
+	// Agent is --agent: an agent profile name, or "none".
+	Agent string `json:"agent,omitempty"`
 }
 
 // RunRequest is the body of POST /sessions. The request must carry exactly

@@ -90,7 +90,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		cred = credential{UID: euid, GID: gid}
 	}
 	var warn bytes.Buffer
-	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, nil, &warn)
+	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, nil, nil, &warn)
 	if err != nil {
 		writeError(w, err)
 		return

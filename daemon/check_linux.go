@@ -46,7 +46,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, who *caller) {
 			writeError(w, err)
 			return
 		}
-		c, err = s.loadPolicy(cred, u.HomeDir, PolicyFlags{Workspace: req.Workspace}, req.Workspace, nil, &bytes.Buffer{})
+		c, err = s.loadPolicy(cred, u.HomeDir, PolicyFlags{Workspace: req.Workspace}, req.Workspace, nil, nil, &bytes.Buffer{})
 		if err != nil {
 			writeError(w, err)
 			return

@@ -25,7 +25,7 @@ func RequestFlags(f *policy.Flags, cwd string) (PolicyFlags, error) {
 	}
 	out := PolicyFlags{
 		Sandbox: f.Sandbox, FullAuto: f.FullAuto, Yolo: f.Yolo, Workspace: abs(f.Workspace),
-		Net: f.Net, AllowNet: f.AllowNet, ConfigFile: abs(f.ConfigFile),
+		Net: f.Net, AllowNet: f.AllowNet, ConfigFile: abs(f.ConfigFile), Agent: f.Agent,
 	}
 	for _, r := range f.WritableRoots {
 		out.WritableRoots = append(out.WritableRoots, abs(r))

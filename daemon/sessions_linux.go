@@ -30,7 +30,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		return
 	}
 	var warnings bytes.Buffer
-	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, &warnings)
+	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, req.Argv, &warnings)
 	if err != nil {
 		writeError(w, err)
 		return

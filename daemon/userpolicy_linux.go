@@ -18,6 +18,7 @@ func toPolicyFlags(f PolicyFlags) *policy.Flags {
 	return &policy.Flags{
 		Sandbox: f.Sandbox, FullAuto: f.FullAuto, Yolo: f.Yolo, Workspace: f.Workspace,
 		WritableRoots: f.WritableRoots, Net: f.Net, AllowNet: f.AllowNet, ConfigFile: f.ConfigFile,
+		Agent: f.Agent,
 	}
 }
 
@@ -25,7 +26,9 @@ func toPolicyFlags(f PolicyFlags) *policy.Flags {
 // with the user's file access (asUser), the managed directory is the
 // daemon's, and the audit path is the daemon's unless the user is root.
 // The directories the session will use must be accessible to the user.
-func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir string, env []string, warn io.Writer) (*policy.Compiled, error) {
+// argv is the session's command (its agent profile is detected from it;
+// nil for attach), whose missing agent state is created as the user.
+func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir string, env []string, argv []string, warn io.Writer) (*policy.Compiled, error) {
 	var c *policy.Compiled
 	// Made by the daemon (root) before it takes the user's identity.
 	cache, err := policy.ScanCacheDir(int(cred.UID))
@@ -52,6 +55,8 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 			Env:        envLookup(env),
 			Warn:       warn,
 			ScanCache:  cache,
+			Argv:       argv,
+			AgentState: agentOwner(argv, cred),
 		})
 		if err != nil {
 			return errorf(http.StatusBadRequest, "policy", "policy: %v", err)
@@ -68,6 +73,14 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 		c.Audit.Path = s.opts.AuditPath
 	}
 	return c, nil
+}
+
+// agentOwner creates a run session's missing agent state for its user.
+func agentOwner(argv []string, cred credential) *policy.AgentOwner {
+	if argv == nil {
+		return nil
+	}
+	return &policy.AgentOwner{UID: cred.UID, GID: cred.GID}
 }
 
 func envLookup(env []string) func(string) string {

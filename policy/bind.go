@@ -26,6 +26,8 @@ func (r *Resolved) Bind() (*Compiled, error) {
 	if c.WritableRoots, err = r.bindWritableRoots(c.Mode); err != nil {
 		return nil, err
 	}
+	// The profile's grants are cited once they are bound.
+	citeGrants(&c, c.Agent)
 	if c.ReadAccess == ReadAccessRestricted {
 		if c.ReadableRoots, err = r.bindReadableRoots(); err != nil {
 			return nil, err
@@ -42,6 +44,9 @@ func (r *Resolved) Bind() (*Compiled, error) {
 		for _, root := range c.WritableRoots {
 			if root.Source != r.ws.Source && (strings.HasPrefix(root.Source, "default (/tmp") || root.Source == "env TMPDIR") {
 				continue // scanning shared temp dirs is slow and racy; patterns cover them
+			}
+			if !root.Dir {
+				continue // a writable file (an agent's state file) holds no entries
 			}
 			if err := sc.scan(root.Path); err != nil {
 				return nil, err
@@ -87,7 +92,8 @@ func (r *Resolved) bindWritableRoots(mode Mode) ([]Anchor, error) {
 		if err != nil {
 			return nil, &Error{Pos: pos{File: e.source}, Msg: fmt.Sprintf("writable root %s: %v", e.raw, err)}
 		}
-		if !a.Exists || !a.Dir {
+		// An agent profile's state may be a file (~/.claude.json).
+		if !a.Exists || !a.Dir && !isProfileSource(e.source) {
 			return nil, &Error{Pos: pos{File: e.source}, Msg: fmt.Sprintf("writable root %s (%s) is not an existing directory", e.raw, a.Path), Hint: "create it first or remove it from the policy"}
 		}
 		add(a)

@@ -108,6 +108,9 @@ type Compiled struct {
 
 	Permissions Permissions `json:"permissions"`
 
+	// Agent is the agent profile the session runs with, or nil.
+	Agent *AgentProfile `json:"agent,omitempty"`
+
 	// Locked lists the keys managed policy locked; recorded so `policy
 	// show` and the daemon can explain refusals.
 	Locked []string `json:"locked,omitempty"`
@@ -241,6 +244,9 @@ type Env struct {
 	Scrub []string `json:"scrub"`
 	// Passthrough are names (globs) kept even when Scrub matches.
 	Passthrough []string `json:"passthrough,omitempty"`
+	// Set are "NAME=value" variables set for the command (an agent
+	// profile's switches), replacing the caller's.
+	Set []string `json:"set,omitempty"`
 }
 
 // Limits are cgroup resource limits; zero means unlimited.

@@ -66,6 +66,13 @@ type LoadOptions struct {
 	// (internal/treescan); it must belong to the caller and be writable by
 	// nobody else. Empty: every start reads every directory.
 	ScanCache string
+	// Argv is the command the session runs, from which the agent profile
+	// is detected (package agent); nil for none.
+	Argv []string
+	// AgentState, when set, has the agent profile's missing state
+	// entries created for that user before compiling (run does this;
+	// policy show does not change the filesystem).
+	AgentState *AgentOwner
 }
 
 // Effective is the merged policy before compilation: every key with the

@@ -62,6 +62,15 @@ func resolve(opts LoadOptions) (*Resolved, *Effective, error) {
 		m.files = append(m.files, f.path)
 	}
 	m.seal()
+	pl, ap, err := profileLayer(opts, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pl != nil {
+		if err := m.apply(pl); err != nil {
+			return nil, nil, err
+		}
+	}
 	fl, err := flagLayer(opts, m)
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +92,11 @@ func resolve(opts LoadOptions) (*Resolved, *Effective, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	r.base.Agent = ap
+	citeGrants(&r.base, ap)
+	r.base.Env.Set = m.agentEnv()
 	eff := m.effective()
+	m.agentEffective(eff, ap)
 	eff.Values = append(eff.Values, EffectiveValue{Key: "workspace", Value: ws.Path, Source: wsSrc})
 	sort.SliceStable(eff.Values, func(i, j int) bool { return eff.Values[i].Key < eff.Values[j].Key })
 	return r, eff, nil

@@ -54,15 +54,20 @@ func UserEnv(env []string, u *EnvUser) []string {
 // ScrubEnv removes variables matching scrub (name globs) unless they match
 // passthrough.
 func ScrubEnv(env []string, e policy.Env) []string {
-	out := make([]string, 0, len(env))
+	out := make([]string, 0, len(env)+len(e.Set))
+	set := map[string]bool{}
+	for _, kv := range e.Set {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if matchAny(e.Scrub, name) && !matchAny(e.Passthrough, name) {
+		if set[name] || matchAny(e.Scrub, name) && !matchAny(e.Passthrough, name) {
 			continue
 		}
 		out = append(out, kv)
 	}
-	return out
+	return append(out, e.Set...)
 }
 
 func matchAny(globs []string, name string) bool {

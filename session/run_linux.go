@@ -143,6 +143,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
+	// An agent profile's switches (the agent's own sandbox off) go on the
+	// command line when the agent has no environment variable for them.
+	opts.Argv = opts.Policy.CommandLine(opts.Argv)
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -214,6 +217,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if plan.Landlock != nil {
 		aud.followLandlock(opts.Cgroup)
 	}
+	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
@@ -229,6 +233,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err

@@ -41,6 +41,7 @@ type verb struct {
 func verbs() map[string]verb {
 	return map[string]verb{
 		"run":       {"run a command inside a new confined session", cmdRun},
+		"agents":    {"list the built-in agent profiles and what each grants", cmdAgents},
 		"attach":    {"confine a running process and all its descendants", cmdAttach},
 		"sessions":  {"list sessions", cmdSessions},
 		"stop":      {"stop a session and kill every process in it", cmdStop},

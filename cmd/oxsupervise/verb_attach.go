@@ -64,7 +64,7 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
 		return exitUsage
 	}
-	c, err := loadPolicy(s, pf, t)
+	c, err := loadPolicy(s, pf, t, nil)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise attach: policy: %v\n", err)
 		return exitUsage

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,12 +62,14 @@ func parsePolicyFlags(fs *pflag.FlagSet, s streams, args []string) (int, bool) {
 	return 0, true
 }
 
-// policyOptions are the load options of the policy verbs.
-func policyOptions(pf *policy.Flags, warn io.Writer) policy.LoadOptions {
+// policyOptions are the load options of the policy verbs; argv is the
+// command whose agent profile `policy show -- CMD` shows.
+func policyOptions(pf *policy.Flags, warn io.Writer, argv ...string) policy.LoadOptions {
 	return policy.LoadOptions{
 		ManagedDir: os.Getenv(policy.ManagedDirEnv),
 		Flags:      pf,
 		Warn:       warn,
+		Argv:       argv,
 	}
 }
 
@@ -74,13 +77,20 @@ func policyOptions(pf *policy.Flags, warn io.Writer) policy.LoadOptions {
 // it came from, without looking at the paths it names. --bind also binds it
 // as a session started here would (paths resolved, writable roots scanned
 // for protected entries) and prints the compiled policy and its digest.
+// `policy show -- CMD...` (or --agent NAME) shows the policy with the agent
+// profile that command would get.
 func cmdPolicyShow(s streams, args []string) int {
 	fs, pf, asJSON := policyFlagSet("show", s)
+	policy.RegisterAgentFlag(fs, pf)
 	bind := fs.Bool("bind", false, "also resolve the paths and scan the writable roots as a session would, and print the compiled policy")
+	var argv []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, argv = args[:i], args[i+1:]
+	}
 	if code, ok := parsePolicyFlags(fs, s, args); !ok {
 		return code
 	}
-	r, eff, err := policy.Resolve(policyOptions(pf, s.err))
+	r, eff, err := policy.Resolve(policyOptions(pf, s.err, argv...))
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise policy show: %v\n", err)
 		return exitFail

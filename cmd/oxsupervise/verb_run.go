@@ -89,8 +89,10 @@ func targetEnv(t *target) []string {
 	return session.UserEnv(os.Environ(), u)
 }
 
-// loadPolicy compiles the policy for a session of t.
-func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error) {
+// loadPolicy compiles the policy for a session of t running argv (nil for
+// attach): its agent profile is detected from argv, and the profile's
+// missing state entries are created for t.
+func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.Compiled, error) {
 	ws := f.Workspace
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -105,12 +107,18 @@ func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise: warning: %v; scanning without it\n", err)
 	}
+	var owner *policy.AgentOwner
+	if argv != nil {
+		owner = &policy.AgentOwner{UID: t.uid, GID: t.gid}
+	}
 	c, _, err := policy.Load(policy.LoadOptions{
-		Home:      t.home,
-		Workspace: ws,
-		Flags:     f,
-		Warn:      s.err,
-		ScanCache: cache,
+		Home:       t.home,
+		Workspace:  ws,
+		Flags:      f,
+		Warn:       s.err,
+		ScanCache:  cache,
+		Argv:       argv,
+		AgentState: owner,
 	})
 	return c, err
 }
@@ -120,6 +128,7 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	fs.SetOutput(s.err)
 	fs.SetInterspersed(false)
 	pf := policy.RegisterFlags(fs)
+	policy.RegisterAgentFlag(fs, pf)
 	userFlag := fs.String("user", "", "run the command as this user (name or uid; default: the sudo caller)")
 	allowDegraded := fs.Bool("allow-degraded", false, "Windows: run even though denied reads and network limits cannot be enforced there (each missing guarantee is printed and audited)")
 	fs.Usage = func() {
@@ -147,7 +156,7 @@ func prepareRun(s streams, r runRequest, user string) (t *target, c *policy.Comp
 		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
 		return nil, nil, "", exitUsage
 	}
-	c, err = loadPolicy(s, r.flags, t)
+	c, err = loadPolicy(s, r.flags, t, r.argv)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
 		return nil, nil, "", exitUsage
