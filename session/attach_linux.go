@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
@@ -22,28 +21,6 @@ import (
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 )
-
-// AttachOptions are the inputs of Attach.
-type AttachOptions struct {
-	PID    int
-	Policy *policy.Compiled
-	// CallerUID is the user on whose behalf attach runs (SUDO_UID when
-	// run through sudo); only their processes may be attached unless
-	// AllowOtherUser.
-	CallerUID      int
-	AllowOtherUser bool
-	Warn           io.Writer
-	Unavailable    map[string]bool
-	Cgroup         cgroup.Config
-	Registry       Registry
-	// Layers are applied to the session cgroup before any process moves
-	// in. With a bpf-lsm layer among them, filesystem rules apply.
-	Layers []SessionLayer
-	// Audit is the sink the layers write the session's refusals to; the
-	// caller owns it and keeps it open as long as the layers live (they
-	// outlive Attach). Nil: each layer opens Policy.Audit.Path itself.
-	Audit *audit.FileSink
-}
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
 const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
