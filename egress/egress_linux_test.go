@@ -433,6 +433,27 @@ func listen(t testing.TB, addrs ...string) {
 	}
 }
 
+// closingListener listens on TCP addr outside every session and closes
+// each connection it accepts: a destination that only has to exist.
+func closingListener(tb testing.TB, addr string) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
+}
+
 func ap(a netip.Addr, port uint16) string { return netip.AddrPortFrom(a, port).String() }
 
 func mapped(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }

@@ -316,19 +316,5 @@ func TestResolverUnreachableFromOtherSessions(t *testing.T) {
 // upstreamTCP returns a TCP listener on 127.0.0.1 outside every session.
 func upstreamTCP(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
+	return closingListener(t, "127.0.0.1:0").Addr().String()
 }

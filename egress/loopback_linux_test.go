@@ -144,21 +144,7 @@ func TestLoopbackExplicitAllowEntry(t *testing.T) {
 // session, and returns its port.
 func hostService(t testing.TB) uint16 {
 	t.Helper()
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
+	return uint16(closingListener(t, ":0").Addr().(*net.TCPAddr).Port)
 }
 
 // A destination that is one of this host's own addresses is loopback,
