@@ -17,20 +17,7 @@ import (
 
 func TestLoopback(t *testing.T) {
 	f := newFixture(t, Config{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := closingListener(t, "127.0.0.1:0")
 	foreign := ln.Addr().String()
 	const perm = "EPERM"
 	for _, tc := range []struct {
