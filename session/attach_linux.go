@@ -13,41 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/planner"
-	"github.com/openoxide/oxsupervise/policy"
 )
-
-// AttachOptions are the inputs of Attach.
-type AttachOptions struct {
-	PID    int
-	Policy *policy.Compiled
-	// CallerUID is the user on whose behalf attach runs (SUDO_UID when
-	// run through sudo); only their processes may be attached unless
-	// AllowOtherUser.
-	CallerUID      int
-	AllowOtherUser bool
-	Warn           io.Writer
-	Unavailable    map[string]bool
-	Cgroup         cgroup.Config
-	Registry       Registry
-	// Layers are applied to the session cgroup before any process moves
-	// in. With a bpf-lsm layer among them, filesystem rules apply.
-	Layers []SessionLayer
-	// Plan is the session's layers as package planner decided them, and
-	// Layers must hold the BPF layers it names. Without it Attach decides
-	// from the kernel's capabilities and the Layers given.
-	Plan *planner.Plan
-	// Audit is the sink the layers write the session's refusals to; the
-	// caller owns it and keeps it open as long as the layers live (they
-	// outlive Attach). Nil: each layer opens Policy.Audit.Path itself.
-	Audit *audit.FileSink
-}
 
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
 const AttachMessageNoFS = planner.AttachNoFS

@@ -16,10 +16,6 @@ import (
 	"github.com/openoxide/oxsupervise/landlock"
 )
 
-// LauncherVerb is the hidden first argument that turns the binary into the
-// launcher. The supervisor passes it; users never do.
-const LauncherVerb = "__launch"
-
 // The launcher's inherited descriptors.
 const (
 	specFD   = 3 // the LaunchSpec, JSON, until EOF

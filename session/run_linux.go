@@ -24,44 +24,6 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// RunOptions are the inputs of Run.
-type RunOptions struct {
-	Policy *policy.Compiled
-	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
-	Argv []string
-	// Env is the caller's environment; Run scrubs it per Policy.Env.
-	Env []string
-	// Dir is the working directory of the command.
-	Dir string
-	// UID, GID and Groups are the user the command runs as.
-	UID, GID int
-	Groups   []int
-
-	Stdin, Stdout, Stderr *os.File
-	// Warn receives warnings (one line each); nil discards them.
-	Warn io.Writer
-	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
-	Unavailable map[string]bool
-	// SelfExe is the launcher binary; "" means /proc/self/exe.
-	SelfExe  string
-	Cgroup   cgroup.Config
-	Registry Registry
-	// Layers are applied to the session cgroup before the launcher starts
-	// (cgroup network programs), except those whose rules would refuse
-	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
-	// after the launcher's mount namespace is built and before it execs.
-	Layers []SessionLayer
-	// Plan is the session's layers as package planner decided them, and
-	// Layers must hold the BPF layers it names. Without it Run decides
-	// from the kernel's capabilities and the Layers given.
-	Plan *planner.Plan
-	// OnStart, when set, is called once with the session's identity after
-	// its cgroup exists and the layers applied before the launch are in
-	// place, and before the command's first instruction: how a
-	// supervisor (the daemon) learns the id of the session it waits for.
-	OnStart func(SessionInfo)
-}
-
 // Plan is what Run builds itself of a planner.Plan (the Landlock ruleset,
 // the mount namespace, the empty network namespace), bound to this policy
 // before anything is created.
