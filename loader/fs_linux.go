@@ -64,7 +64,7 @@ var lsmObjects = []struct {
 
 const fsSessionsMap = "fs_sessions"
 
-// variants lists programs of which exactly one is loaded, chosen by the
+// fsVariants lists programs of which exactly one is loaded, chosen by the
 // number of parameters the kernel's hook has: hooks whose signature
 // changed between kernels.
 var fsVariants = map[string]map[int]string{
