@@ -34,6 +34,9 @@ const (
 	LayerCgroup     Layer = "cgroup"
 	LayerLandlock   Layer = "landlock"
 	LayerSeccomp    Layer = "seccomp"
+	// LayerQuarantine moved a protected entry the session created out of
+	// its writable roots (the Landlock path, package quarantine).
+	LayerQuarantine Layer = "quarantine"
 	LayerResolver   Layer = "resolver"
 	LayerSeatbelt   Layer = "seatbelt"
 	LayerJob        Layer = "job"
@@ -228,7 +231,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroup: true, LayerLandlock: true, LayerSeccomp: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroup: true, LayerLandlock: true, LayerSeccomp: true, LayerQuarantine: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 

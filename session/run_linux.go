@@ -44,6 +44,9 @@ type RunOptions struct {
 	Warn io.Writer
 	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
 	Unavailable map[string]bool
+	// QuarantineDir receives protected entries a session creates on the
+	// Landlock path; "" means quarantine.DefaultDir.
+	QuarantineDir string
 	// SelfExe is the launcher binary; "" means /proc/self/exe.
 	SelfExe  string
 	Cgroup   cgroup.Config
@@ -71,8 +74,11 @@ type Plan struct {
 	// LoopbackUp brings up lo inside that namespace, so the session
 	// reaches its own listeners and nothing else (loopback "session").
 	LoopbackUp bool
-	Layers     []string
-	Warnings   []string
+	// QuarantineNames watches the writable roots for protected names the
+	// session creates (no BPF-LSM refuses them) and moves them out.
+	QuarantineNames bool
+	Layers          []string
+	Warnings        []string
 }
 
 // Decide probes the machine and decides the layers for c. A layer the
@@ -149,12 +155,16 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 
+	if r, ok := c.Requires(policy.RequireBPFLSM); ok && c.FilesystemRules && !hasLayer(external, LayerBPFLSM) {
+		return nil, &BoundaryError{LayerBPFLSM, requireBPFLSMError(r, unavailable)}
+	}
 	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !hasLayer(external, LayerBPFLSM) {
 		// Landlock and bind mounts only protect inodes that exist now, and
 		// oxsupervise never creates placeholders on the host: a protected
 		// name created during the session (git init, a first .claude/) is
-		// writable until BPF-LSM, which matches by name, enforces it.
-		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
+		// moved out when it appears (package quarantine), not refused.
+		p.QuarantineNames = true
+		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names created during the session (a new .git/hooks, a first .claude/) are not refused: each is moved to quarantine when the session makes it, and none is left when it ends")
 	}
 	if c.Mode != policy.ModeFullAccess {
 		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
@@ -298,9 +308,12 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
 		ExecGate:        len(gated) > 0,
 	}
+	names := startNameWatch(plan, opts, id, aud, warn)
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	// Every process of the session is gone: the final check of names.
+	names.close()
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)

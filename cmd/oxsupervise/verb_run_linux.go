@@ -60,6 +60,8 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Warn:        s.err,
 		Unavailable: unavailable,
 		Layers:      layers.list(),
+		// Tests and administrators move the quarantine elsewhere.
+		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
 	layers.close(s.err)
