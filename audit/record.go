@@ -30,10 +30,10 @@ const (
 type Layer string
 
 const (
-	LayerBPFLSM     Layer = "bpf-lsm"
-	LayerCgroup     Layer = "cgroup"
-	LayerLandlock   Layer = "landlock"
-	LayerSeccomp    Layer = "seccomp"
+	LayerBPFLSM   Layer = "bpf-lsm"
+	LayerCgroup   Layer = "cgroup"
+	LayerLandlock Layer = "landlock"
+	LayerSeccomp  Layer = "seccomp"
 	// LayerQuarantine moved a protected entry the session created out of
 	// its writable roots (the Landlock path, package quarantine).
 	LayerQuarantine Layer = "quarantine"
