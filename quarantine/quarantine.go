@@ -19,6 +19,9 @@ type Options struct {
 	// InSession says whether pid belongs to the session; known is false
 	// when the pid cannot be looked up (it exited).
 	InSession func(pid int) (in, known bool)
+	// Ignore are directories (writable roots, or below one) whose entries
+	// take effect nowhere: not watched, not checked.
+	Ignore []string
 	// Report receives every entry moved (or that could not be moved).
 	Report func(Moved)
 	// Warn receives warnings (one line each); nil discards them.

@@ -68,7 +68,7 @@ func Start(opts Options) (*Watch, error) {
 		w.opts.Warn = io.Discard
 	}
 	for _, a := range w.c.WritableRoots {
-		if !a.Exists {
+		if !a.Exists || w.ignored(a.Path) {
 			continue
 		}
 		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
@@ -310,6 +310,9 @@ func (w *Watch) decide(r root, target string, isDir bool, pid int, p policy.Prot
 // rootOf finds the writable root path lies below and path's components
 // relative to it (the deepest root wins).
 func (w *Watch) rootOf(path string) (root, []string, bool) {
+	if w.ignored(path) {
+		return root{}, nil, false
+	}
 	best := -1
 	for i, r := range w.roots {
 		if strings.HasPrefix(path, r.path+"/") && (best < 0 || len(r.path) > len(w.roots[best].path)) {
@@ -336,6 +339,9 @@ func (w *Watch) walk(r root, dir string, limit, pid int, finalCheck bool) bool {
 		if seen++; seen > limit {
 			complete = false
 			return filepath.SkipAll
+		}
+		if d.IsDir() && w.ignored(p) {
+			return filepath.SkipDir
 		}
 		_, rel, ok := w.rootOf(p)
 		if !ok {
@@ -452,3 +458,13 @@ func (w *Watch) closeFDs() {
 }
 
 var errNoParent = errors.New("the entry's directory changed (a symlink or it vanished)")
+
+// ignored reports whether p is, or lies below, an Options.Ignore directory.
+func (w *Watch) ignored(p string) bool {
+	for _, d := range w.opts.Ignore {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}

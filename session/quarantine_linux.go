@@ -20,12 +20,18 @@ type nameWatch struct{ w *quarantine.Watch }
 // missed; a watch that cannot start falls back to the final check alone
 // (quarantine.Start warns), and only a failure to open the roots leaves
 // the session without one, said loudly.
-func startNameWatch(plan *Plan, opts RunOptions, id string, aud *auditor, warn io.Writer) *nameWatch {
+func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) *nameWatch {
 	if !plan.QuarantineNames {
 		return nil
 	}
+	var ignore []string
+	if caches != nil {
+		// Names in a tool cache take effect nowhere (a module that ships
+		// an AGENTS.md is not a project anyone opens there).
+		ignore = append(ignore, caches.root)
+	}
 	w, err := quarantine.Start(quarantine.Options{
-		Session: id, Policy: opts.Policy, Dir: opts.QuarantineDir, Warn: warn,
+		Session: id, Policy: opts.Policy, Dir: opts.QuarantineDir, Warn: warn, Ignore: ignore,
 		InSession: func(pid int) (bool, bool) {
 			s, ok, err := cgroup.SessionOf(opts.Cgroup, pid)
 			if err != nil {

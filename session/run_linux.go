@@ -239,6 +239,14 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
+	env := ScrubEnv(opts.Env, opts.Policy.Env)
+	caches, err := prepareSandboxCaches(opts.Policy, env, opts.UID, opts.GID)
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: no sandbox caches (%v): tools use their default caches, which lie outside the writable roots\n", err)
+	}
+	if caches != nil {
+		opts.Policy, env = caches.policy, caches.env
+	}
 	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -246,7 +254,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-	env := ScrubEnv(opts.Env, opts.Policy.Env)
 	exe, err := lookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
@@ -308,7 +315,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
 		ExecGate:        len(gated) > 0,
 	}
-	names := startNameWatch(plan, opts, id, aud, warn)
+	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
