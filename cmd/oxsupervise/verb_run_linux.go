@@ -62,6 +62,8 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Unavailable: unavailable,
 		Layers:      layers.list(),
 		Plan:        layers.plan,
+		// Tests and administrators move the quarantine elsewhere.
+		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
 	layers.close(s.err)
