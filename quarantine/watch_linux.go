@@ -68,8 +68,8 @@ func Start(opts Options) (*Watch, error) {
 		w.opts.Warn = io.Discard
 	}
 	for _, a := range w.c.WritableRoots {
-		if !a.Exists || w.ignored(a.Path) {
-			continue
+		if !a.Exists || !a.Dir || w.ignored(a.Path) {
+			continue // a writable file (an agent's state) holds no names
 		}
 		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		if err != nil {
