@@ -26,7 +26,6 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
-	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -658,14 +657,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.work.Add(1)
 	defer s.work.Done()
-	plan, layers, planErr := s.enf.forSession(planner.Run, c)
 	es := newEventStream(w)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
-	if planErr != nil {
-		es.send(Event{Event: "error", Code: 125, Layer: boundaryLayer(planErr), Message: fmt.Sprintf("boundary not built: %v; nothing ran", planErr)})
-		return
-	}
 
 	var mu sync.Mutex
 	var id string
@@ -696,13 +690,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	code, err := session.Run(r.Context(), session.RunOptions{
+	code, err := s.enf.host.Run(r.Context(), session.RunOptions{
 		Policy: c, Argv: req.Argv, Env: userEnv(req.Env, u), Dir: req.Dir,
 		UID: cred.UID, GID: cred.GID, Groups: cred.Groups,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: layers, Plan: plan, OnStart: onStart,
+		OnStart: onStart,
 	})
 	close(finished)
 	mu.Lock()
@@ -908,16 +902,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	plan, layers, err := s.enf.forAttach(c)
-	if err != nil {
-		writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", err))
-		return
-	}
-	e, err := session.Attach(r.Context(), session.AttachOptions{
+	e, _, err := s.enf.host.Attach(r.Context(), session.AttachOptions{
 		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: layers, Plan: plan,
-	})
+	}, s.enf.record)
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
