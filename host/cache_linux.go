@@ -28,6 +28,7 @@ var ErrPinsBusy = errors.New("the pinned programs are in use by another supervis
 //
 //	run/<objects version>-ring<bytes>/events/maps/<map>    the shared event maps
 //	run/<objects version>-ring<bytes>/net-<parent cgroup id>/{links,maps}/<name>
+//	run/<objects version>-ring<bytes>/fs/{links,maps}/<name>
 //
 // The objects version is a digest of the BPF objects the binary embeds
 // (loader.ObjectsVersion): another binary's pins are never reused. One
@@ -188,12 +189,8 @@ func (c *Cache) PinEvents(events *loader.EventMaps) error {
 	return loader.PinAt(filepath.Join(c.dir, "events"), loader.Objects{Maps: events.Named()})
 }
 
-// Reusable implements Pinning. Only the network programs are reopened
-// so far; the BPF-LSM programs are loaded by every run.
+// Reusable implements Pinning.
 func (c *Cache) Reusable(layer string, parent uint64) string {
-	if layer != planner.LayerNetwork {
-		return ""
-	}
 	dir := c.setDir(layer, parent)
 	if _, err := os.Stat(dir); err != nil {
 		return ""
@@ -208,9 +205,6 @@ func (c *Cache) Discard(layer string, parent uint64) error {
 
 // Pin implements Pinning.
 func (c *Cache) Pin(layer string, parent uint64, objs loader.Objects) (Pinned, error) {
-	if layer != planner.LayerNetwork {
-		return Pinned{}, fmt.Errorf("the %s layer is not kept between runs", layer)
-	}
 	dir := c.setDir(layer, parent)
 	if err := loader.PinAt(dir, objs); err != nil {
 		return Pinned{}, err

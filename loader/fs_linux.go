@@ -44,6 +44,9 @@ type FSPrograms struct {
 	links []link.Link
 	// linkNames are the links' programs, in order.
 	linkNames []string
+	// pinnedMaps are the maps of programs opened from their pins
+	// (LoadPinnedFS), which have no collection.
+	pinnedMaps map[string]*ebpf.Map
 }
 
 // variants lists programs of which exactly one is loaded, chosen by the
@@ -203,5 +206,9 @@ func (p *FSPrograms) Close() error {
 		p.coll.Close()
 		p.coll = nil
 	}
+	for _, m := range p.pinnedMaps {
+		m.Close()
+	}
+	p.pinnedMaps = nil
 	return errors.Join(errs...)
 }

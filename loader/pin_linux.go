@@ -349,7 +349,11 @@ func TaggedMaps(v any) map[string]*ebpf.Map {
 // maps, the shared event maps included, for pinning.
 func (p *FSPrograms) Objects() Objects {
 	objs := Objects{Links: map[string]link.Link{}, Maps: map[string]*ebpf.Map{}}
-	for name, m := range p.coll.Maps {
+	maps := p.pinnedMaps
+	if p.coll != nil {
+		maps = p.coll.Maps
+	}
+	for name, m := range maps {
 		objs.Maps[name] = m
 	}
 	for i, l := range p.links {
@@ -516,14 +520,14 @@ func sameMaps(want, got map[string]*ebpf.Map) (bool, error) {
 }
 
 // loadPinnedLinks opens every link pinned in dir/links, which must hold
-// exactly want of them (one per program: a set left half pinned is not
-// reused).
+// exactly want of them when want is not negative (one per program: a set
+// left half pinned is not reused).
 func loadPinnedLinks(dir string, want int) ([]link.Link, []string, error) {
 	entries, err := os.ReadDir(filepath.Join(dir, "links"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("pinned links of %s: %w", dir, err)
 	}
-	if len(entries) != want {
+	if want >= 0 && len(entries) != want {
 		return nil, nil, fmt.Errorf("pinned links of %s: %d, want %d (one per program)", dir, len(entries), want)
 	}
 	var links []link.Link
@@ -540,4 +544,104 @@ func loadPinnedLinks(dir string, want int) ([]link.Link, []string, error) {
 		names = append(names, e.Name())
 	}
 	return links, names, nil
+}
+
+// LoadPinnedFS opens the filesystem objects PinAt pinned at dir (the
+// Objects of an FSPrograms) instead of loading and attaching them again.
+// events must be the event maps the pinned programs report through. The
+// set must be whole: every program this object always attaches, one
+// variant of each hook whose signature changed, optional hooks or not.
+func LoadPinnedFS(events *EventMaps, dir string) (*FSPrograms, error) {
+	spec, err := loadFs()
+	if err != nil {
+		return nil, fmt.Errorf("load filesystem program spec: %w", err)
+	}
+	var names []string
+	for name := range spec.Maps {
+		if !strings.HasPrefix(name, ".") {
+			names = append(names, name)
+		}
+	}
+	maps, err := openPinnedMaps(dir, spec, names)
+	if err != nil {
+		return nil, err
+	}
+	p := &FSPrograms{Sessions: maps["fs_sessions"], Anchors: maps["fs_anchors"], Names: maps["fs_names"],
+		GlobScopes: maps["fs_glob_scopes"], pinnedMaps: maps}
+	same, err := sameMaps(events.Named(), maps)
+	if err == nil && !same {
+		err = errors.New("its programs report through other event maps")
+	}
+	if err == nil {
+		p.links, p.linkNames, err = loadPinnedLinks(dir, -1)
+	}
+	if err == nil {
+		err = wholeFSSet(spec, p.linkNames)
+	}
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("pinned filesystem objects %s: %w", dir, err)
+	}
+	for _, name := range p.linkNames {
+		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
+	}
+	return p, nil
+}
+
+// wholeFSSet checks that linked names every program LoadFS always
+// attaches and exactly one variant of each hook that has variants.
+func wholeFSSet(spec *ebpf.CollectionSpec, linked []string) error {
+	have := map[string]bool{}
+	for _, name := range linked {
+		if _, ok := spec.Programs[name]; !ok {
+			return fmt.Errorf("pinned link %s is not a program of this object", name)
+		}
+		have[name] = true
+	}
+	optional := map[string]bool{}
+	for _, prog := range fsOptional {
+		optional[prog] = true
+	}
+	for hook, byArgs := range fsVariants {
+		n := 0
+		for _, prog := range byArgs {
+			optional[prog] = true
+			if have[prog] {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d programs of hook %s pinned, want one", n, hook)
+		}
+	}
+	for name := range spec.Programs {
+		if !optional[name] && !have[name] {
+			return fmt.Errorf("program %s is not pinned", name)
+		}
+	}
+	return nil
+}
+
+// ProgramIDs returns the kernel ids of the programs g's pinned links
+// hold, sorted: which programs a pinned set keeps attached.
+func (g Generation) ProgramIDs() ([]ebpf.ProgramID, error) {
+	names, err := g.Links()
+	if err != nil {
+		return nil, err
+	}
+	var ids []ebpf.ProgramID
+	for _, name := range names {
+		l, err := link.LoadPinnedLink(filepath.Join(g.Dir, "links", name), nil)
+		if err != nil {
+			return nil, fmt.Errorf("open pinned link %s: %w", name, err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			return nil, fmt.Errorf("pinned link %s: %w", name, err)
+		}
+		ids = append(ids, info.Program)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
 }
