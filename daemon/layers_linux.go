@@ -340,11 +340,11 @@ type pinSpec struct {
 }
 
 func fsPins() pinSpec {
-	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
+	return pinSpec{layer: session.LayerBPFLSM, set: host.SetName(session.LayerBPFLSM), sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
 }
 
 func netPins() pinSpec {
-	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroup}
+	return pinSpec{layer: session.LayerNetwork, set: host.SetName(session.LayerNetwork), sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroup}
 }
 
 // pinnedSet is one layer's objects pinned by this daemon (gen) and the
