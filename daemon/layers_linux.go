@@ -344,7 +344,7 @@ func fsPins() pinSpec {
 }
 
 func netPins() pinSpec {
-	return pinSpec{layer: session.LayerNetwork, set: host.SetName(session.LayerNetwork), sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroup}
+	return pinSpec{layer: session.LayerNetwork, set: host.SetName(session.LayerNetwork), sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroupNet}
 }
 
 // pinnedSet is one layer's objects pinned by this daemon (gen) and the

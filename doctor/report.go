@@ -14,6 +14,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/openoxide/oxsupervise/agent"
 )
 
 // SchemaVersion is the version of the JSON form of Report.
@@ -93,6 +95,11 @@ type Report struct {
 	Layers  []Layer `json:"layers"`
 	Modes   []Mode  `json:"modes"`
 	Verdict Verdict `json:"verdict"`
+
+	// Agents are the coding agents found in PATH, with whether their
+	// built-in profile was checked against the installed version. They
+	// do not change the verdict.
+	Agents []agent.Installed `json:"agents"`
 }
 
 // Layer names; stable strings in JSON.
@@ -389,6 +396,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		verdict = "OK"
 	}
 	line("verdict", verdict, r.Verdict.Summary)
+	fmt.Fprintln(tw)
+	if len(r.Agents) == 0 {
+		line("agents", "none", "no claude, codex, opencode or aider in PATH")
+	}
+	for _, a := range r.Agents {
+		status := "checked"
+		if !a.Checked {
+			status = "UNCHECKED"
+		}
+		detail := fmt.Sprintf("%s %s (profile %s)", a.Path, a.Version, a.Profile)
+		if a.Note != "" {
+			detail += "; " + a.Note
+		}
+		line("agent "+a.Command, status, detail)
+	}
 	return tw.Flush()
 }
 

@@ -3,10 +3,12 @@ package doctor
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"syscall"
 
+	"github.com/openoxide/oxsupervise/agent"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -19,6 +21,7 @@ func Run(ctx context.Context) Report {
 	r := Report{SchemaVersion: SchemaVersion, OS: runtime.GOOS}
 	probeHost(ctx, &r)
 	r.decide()
+	r.Agents = agent.Find(os.Getenv("PATH"))
 	return r
 }
 

@@ -53,7 +53,7 @@ type session struct {
 	// refusal records can say which host an address was reached for.
 	names map[netip.Addr]string
 	// listeners are the net_resolvers keys of the session's resolver.
-	listeners []loader.NetNetListenerKey
+	listeners []loader.NetListenerKey
 }
 
 // Config configures an Enforcer.
@@ -265,7 +265,7 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 		}
 	}
 
-	val := loader.NetNetSession{Mode: modeValue(n.Policy), Loopback: loopbackValue(n.Loopback)}
+	val := loader.NetSession{Mode: modeValue(n.Policy), Loopback: loopbackValue(n.Loopback)}
 	if n.Policy == policy.NetAllowlist {
 		s.dns, err = e.resolver.Start(cgroupID, n)
 		if err != nil {
@@ -373,9 +373,9 @@ func (e *Enforcer) Hostname(cgroupID uint64, addr netip.Addr) (string, bool) {
 
 func (e *Enforcer) writeEntry(cgroupID uint64, k trieKey, ranges []portRange) error {
 	key := allowKey(cgroupID, k)
-	val := loader.NetNetAllowVal{Prefixlen: key.Prefixlen, Nranges: uint32(len(ranges))}
+	val := loader.NetAllowVal{Prefixlen: key.Prefixlen, Nranges: uint32(len(ranges))}
 	for i, r := range ranges {
-		val.Ranges[i] = loader.NetNetPortRange{First: r.First, Last: r.Last, ExpiresNs: r.Expires}
+		val.Ranges[i] = loader.NetPortRange{First: r.First, Last: r.Last, ExpiresNs: r.Expires}
 	}
 	if err := e.objs.NetAllow.Update(&key, &val, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("write allow entry %s/%d: %w", netip.AddrFrom16(k.addr), k.bits, err)
@@ -383,10 +383,10 @@ func (e *Enforcer) writeEntry(cgroupID uint64, k trieKey, ranges []portRange) er
 	return nil
 }
 
-func allowKey(cgroupID uint64, k trieKey) loader.NetNetAllowKey {
+func allowKey(cgroupID uint64, k trieKey) loader.NetAllowKey {
 	// The trie compares bytes most significant bit first; the BPF side
 	// stores the id halves with bpf_htonl, so do the same here.
-	return loader.NetNetAllowKey{
+	return loader.NetAllowKey{
 		Prefixlen: uint32(64 + k.bits),
 		CgidHi:    bits.ReverseBytes32(uint32(cgroupID >> 32)),
 		CgidLo:    bits.ReverseBytes32(uint32(cgroupID)),
@@ -414,7 +414,7 @@ func loopbackValue(l policy.Loopback) uint32 {
 	return 0
 }
 
-func setResolverAddrs(val *loader.NetNetSession, a ResolverAddrs) {
+func setResolverAddrs(val *loader.NetSession, a ResolverAddrs) {
 	if a.UDP4.IsValid() {
 		b := a.UDP4.Addr().As4()
 		val.Dns4Addr = binary.NativeEndian.Uint32(b[:]) // network order in memory

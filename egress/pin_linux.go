@@ -14,7 +14,7 @@ import (
 func (e *Enforcer) Objects() loader.Objects {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	objs := loader.Objects{Links: map[string]link.Link{}, Maps: loader.TaggedMaps(&e.objs.NetMaps)}
+	objs := loader.Objects{Links: map[string]link.Link{}, Maps: e.objs.NamedMaps()}
 	for i, l := range e.links {
 		objs.Links[e.linkNames[i]] = l
 	}

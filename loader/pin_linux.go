@@ -347,12 +347,22 @@ func TaggedMaps(v any) map[string]*ebpf.Map {
 // maps, the shared event maps included, for pinning.
 func (p *FSPrograms) Objects() Objects {
 	objs := Objects{Links: map[string]link.Link{}, Maps: map[string]*ebpf.Map{}}
-	maps := p.pinnedMaps
-	if p.coll != nil {
-		maps = p.coll.Maps
-	}
-	for name, m := range maps {
+	for name, m := range p.pinnedMaps {
 		objs.Maps[name] = m
+	}
+	for i, coll := range p.colls {
+		for name, m := range coll.Maps {
+			switch {
+			case i == 0:
+				objs.Maps[name] = m
+			case name == fsSessionsMap || name == eventRingMap || name == eventLostMap || name == eventFloodMap:
+				// The first object's, given to this one.
+			default:
+				// Another object's own map (its .rodata, say) may
+				// share a name with the first object's.
+				objs.Maps[lsmObjects[i].pinPrefix+name] = m
+			}
+		}
 	}
 	for i, l := range p.links {
 		objs.Links[p.linkNames[i]] = l

@@ -119,6 +119,10 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// ReadOnlyView makes every mount of that namespace read-only outside
+	// the writable roots: without BPF-LSM nothing else refuses chmod,
+	// chown or utimes there (Landlock has no right for them).
+	ReadOnlyView bool
 	// Network applies the host's cgroup network programs.
 	Network bool
 	// NetNS starts run's command in an empty network namespace (network
@@ -234,6 +238,7 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.Landlock, p.LandlockABI = Required, caps.LandlockABI
 	}
 	p.MountNS = true
+	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
 	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !p.BPFLSM {
 		// Landlock and bind mounts only protect inodes that exist now, and
 		// oxsupervise never creates placeholders on the host: a protected

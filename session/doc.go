@@ -13,6 +13,12 @@
 // runs confined, and nothing of the command ever runs unconfined: the
 // launcher execs the command only after every layer is in place.
 //
+// A session has one audit sink: Run opens the policy's log once
+// (audit_linux.go) and hands it to every layer in SessionInfo.Audit; the
+// layers' refusals pass their own flood control into it
+// (layeraudit_linux.go). Attach's caller passes the sink it keeps open for
+// as long as the layers live (AttachOptions.Audit).
+//
 // A supervisor killed with SIGKILL cannot clean up. The command itself dies
 // with it (parent-death signal, re-armed after the launcher changes user),
 // but processes it forked stay in the session: still confined (cgroup,

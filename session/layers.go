@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -50,6 +51,12 @@ type SessionInfo struct {
 	// session: the key of per-session BPF map entries.
 	CgroupID uint64
 	Policy   *policy.Compiled
+	// Audit is the session's audit log, opened once by whoever builds the
+	// session (Run; the caller of Attach through AttachOptions.Audit) and
+	// shared by every layer, which writes to it but does not close it. A
+	// layer given none opens Policy.Audit.Path itself and closes it when
+	// the session ends.
+	Audit *audit.FileSink
 }
 
 // SessionLayer is an enforcement layer applied to the session from the

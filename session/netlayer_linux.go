@@ -58,7 +58,7 @@ type NetworkLayer struct {
 // NewNetworkLayer attaches the network programs on cfg.Parent. An error
 // means cgroup BPF network enforcement is not available here.
 func NewNetworkLayer(cfg NetworkConfig) (*NetworkLayer, error) {
-	l := &NetworkLayer{ev: kernelEvents{src: loader.SourceNet, layer: audit.LayerCgroup, what: "network", flood: cfg.Flood}}
+	l := &NetworkLayer{ev: kernelEvents{src: loader.SourceNet, layer: audit.LayerCgroupNet, what: "network", flood: cfg.Flood}}
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func networkRecord(ev egress.Event, ns *eventSession, hostname func(uint64, neti
 	r := &audit.Record{
 		Timestamp: bootToWall(ev.BootTimeNs, now),
 		Event:     audit.Event{Action: ev.Op.String(), Reason: ev.Reason.String()},
-		Ox: audit.Ox{Kind: audit.KindDenial, Session: ns.id, Layer: audit.LayerCgroup, Class: audit.ClassNetwork,
+		Ox: audit.Ox{Kind: audit.KindDenial, Session: ns.id, Layer: audit.LayerCgroupNet, Class: audit.ClassNetwork,
 			Errno: int(unix.EPERM), Rule: ev.Reason.String(), Mode: ns.mode},
 	}
 	if ev.PID != 0 {

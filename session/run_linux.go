@@ -12,9 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,44 +23,6 @@ import (
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
-
-// RunOptions are the inputs of Run.
-type RunOptions struct {
-	Policy *policy.Compiled
-	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
-	Argv []string
-	// Env is the caller's environment; Run scrubs it per Policy.Env.
-	Env []string
-	// Dir is the working directory of the command.
-	Dir string
-	// UID, GID and Groups are the user the command runs as.
-	UID, GID int
-	Groups   []int
-
-	Stdin, Stdout, Stderr *os.File
-	// Warn receives warnings (one line each); nil discards them.
-	Warn io.Writer
-	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
-	Unavailable map[string]bool
-	// SelfExe is the launcher binary; "" means /proc/self/exe.
-	SelfExe  string
-	Cgroup   cgroup.Config
-	Registry Registry
-	// Layers are applied to the session cgroup before the launcher starts
-	// (cgroup network programs), except those whose rules would refuse
-	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
-	// after the launcher's mount namespace is built and before it execs.
-	Layers []SessionLayer
-	// Plan is the session's layers as package planner decided them, and
-	// Layers must hold the BPF layers it names. Without it Run decides
-	// from the kernel's capabilities and the Layers given.
-	Plan *planner.Plan
-	// OnStart, when set, is called once with the session's identity after
-	// its cgroup exists and the layers applied before the launch are in
-	// place, and before the command's first instruction: how a
-	// supervisor (the daemon) learns the id of the session it waits for.
-	OnStart func(SessionInfo)
-}
 
 // Plan is what Run builds itself of a planner.Plan (the Landlock ruleset,
 // the mount namespace, the empty network namespace), bound to this policy
@@ -122,6 +82,9 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
+	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
+	// the writable roots: the mount namespace is read-only there.
+	m.ReadOnlyView = lp.ReadOnlyView
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 	if p.NetNS {
@@ -129,28 +92,6 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 	}
 	// full-access is announced loudly by policy.Load, with where it was set.
 	return p, nil
-}
-
-func lookPath(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
-	}
-	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", file)
 }
 
 // Run runs opts.Argv in a new session and returns its exit status (128+N
@@ -164,6 +105,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
+	// An agent profile's switches (the agent's own sandbox off) go on the
+	// command line when the agent has no environment variable for them.
+	opts.Argv = opts.Policy.CommandLine(opts.Argv)
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -176,7 +120,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
 	env := ScrubEnv(opts.Env, opts.Policy.Env)
-	exe, err := lookPath(opts.Argv[0], env)
+	exe, err := LookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}
@@ -207,11 +151,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy}
+	// The session's one audit sink: the supervisor's records and every
+	// layer's refusals go through it.
+	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
+		aud.close()
 		return 0, err
 	}
 	if opts.OnStart != nil {
@@ -228,13 +176,17 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	aud := startAudit(opts.Policy.Audit, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+	if plan.Landlock != nil {
+		aud.followLandlock(opts.Cgroup)
+	}
+	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
-		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		ExecGate: len(gated) > 0,
+		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		ExecGate:        len(gated) > 0,
 	}
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
@@ -243,13 +195,11 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err
 }
-
-// SessionEnv tells the command (and tools it runs) which session it is in.
-const SessionEnv = "OXSUPERVISE_SESSION"
 
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.

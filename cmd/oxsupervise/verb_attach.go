@@ -62,7 +62,7 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
 		return exitUsage
 	}
-	c, err := loadPolicy(s, pf, t)
+	c, err := loadPolicy(s, pf, t, nil)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise attach: policy: %v\n", err)
 		return exitUsage
@@ -110,7 +110,7 @@ func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int,
 	}
 	res, err := (&daemon.Client{Socket: socket}).Attach(ctx, daemon.AttachRequest{PID: pid, Dir: cwd, Policy: req})
 	if err != nil {
-		code := daemonExit(err)
+		code := daemon.ExitCode(err, exitFail)
 		if code == exitNoBoundary {
 			fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
 		} else {

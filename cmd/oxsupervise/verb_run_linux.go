@@ -58,18 +58,10 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
-	var be *session.BoundaryError
-	var ee *session.ExecError
-	switch {
-	case errors.As(err, &be):
-		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", be)
-		return exitNoBoundary
-	case errors.As(err, &ee):
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", ee)
-		return ee.Code
-	case err != nil:
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitFail
+	if err != nil {
+		f := session.FailureOf(err)
+		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
+		return f.Code
 	}
 	return code
 }
