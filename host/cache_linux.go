@@ -106,7 +106,8 @@ func (c *Cache) prune(keep string) {
 			continue
 		}
 		if !c.confinesLiveSession(dir) {
-			removeAll(dir)
+			removeSets(dir)
+			os.Remove(dir)
 		}
 		f.Close()
 	}
@@ -152,13 +153,13 @@ func (c *Cache) liveSessions() (map[uint64]bool, error) {
 	return live, nil
 }
 
-// removeAll unpins every set below dir and removes it.
-func removeAll(dir string) {
+// removeSets unpins every set below dir. The directory itself stays: it
+// is the lease its holder's lock is on.
+func removeSets(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		loader.RemovePinned(filepath.Join(dir, e.Name()))
 	}
-	os.Remove(dir)
 }
 
 func (c *Cache) setDir(layer string, parent uint64) string {
@@ -173,13 +174,13 @@ func (c *Cache) setDir(layer string, parent uint64) string {
 func (c *Cache) Events() (*loader.EventMaps, error) {
 	dir := filepath.Join(c.dir, "events")
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		removeAll(c.dir)
-		return nil, os.MkdirAll(c.dir, 0o700)
+		removeSets(c.dir)
+		return nil, nil
 	}
 	m, err := loader.OpenPinnedEventMaps(dir)
 	if err != nil {
-		removeAll(c.dir)
-		return nil, errors.Join(fmt.Errorf("pinned event maps not reused: %w", err), os.MkdirAll(c.dir, 0o700))
+		removeSets(c.dir)
+		return nil, fmt.Errorf("pinned event maps not reused: %w", err)
 	}
 	return m, nil
 }

@@ -25,12 +25,12 @@ import (
 )
 
 // ObjectsVersion names the BPF objects this binary embeds: a digest of the
-// filesystem and network objects (programs and map layouts alike). Pins a
+// BPF-LSM and network objects (programs and map layouts alike). Pins a
 // binary reopens live below a directory of this name, so a binary with
 // other objects never reuses them.
 func ObjectsVersion() string {
 	h := sha256.New()
-	for _, b := range [][]byte{_FsBytes, _NetBytes} {
+	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _NetBytes} {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
@@ -62,7 +62,7 @@ func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
 // part of a layer's objects), checking each against this binary's
 // declaration of it.
 func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		return nil, fmt.Errorf("load event map specs: %w", err)
 	}
@@ -111,12 +111,12 @@ func openPinnedMaps(dir string, spec *ebpf.CollectionSpec, names []string) (map[
 // pinned links with their names. events must be the event maps the
 // pinned programs report through.
 func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]link.Link, []string, error) {
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		return nil, nil, fmt.Errorf("load network program spec: %w", err)
 	}
 	fields := map[string]reflect.Value{}
-	rv := reflect.ValueOf(&objs.NetMaps).Elem()
+	rv := reflect.ValueOf(&objs.netMaps).Elem()
 	var names []string
 	for i := 0; i < rv.NumField(); i++ {
 		if tag := rv.Type().Field(i).Tag.Get("ebpf"); tag != "" {
@@ -143,8 +143,8 @@ func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]l
 	}
 	links, linkNames, err := loadPinnedLinks(dir, len(spec.Programs))
 	if err != nil {
-		objs.NetMaps.Close()
-		objs.NetMaps = NetMaps{}
+		objs.netMaps.Close()
+		objs.netMaps = netMaps{}
 		return nil, nil, err
 	}
 	return links, linkNames, nil
@@ -202,57 +202,85 @@ func loadPinnedLinks(dir string, want int) ([]link.Link, []string, error) {
 	return links, names, nil
 }
 
-// LoadPinnedFS opens the filesystem objects PinAt pinned at dir (the
-// Objects of an FSPrograms) instead of loading and attaching them again.
-// events must be the event maps the pinned programs report through. The
-// set must be whole: every program this object always attaches, one
-// variant of each hook whose signature changed, optional hooks or not.
+// LoadPinnedFS opens the BPF-LSM objects PinAt pinned at dir (the
+// Objects of an FSPrograms: every object's maps under their pin names,
+// lsmObjects' pinPrefix for the second and third) instead of loading and
+// attaching them again. events must be the event maps the pinned programs
+// report through. The set must be whole: every program the objects always
+// attach, one variant of each hook whose signature changed, optional
+// hooks or not.
 func LoadPinnedFS(events *EventMaps, dir string) (*FSPrograms, error) {
-	spec, err := loadFs()
-	if err != nil {
-		return nil, fmt.Errorf("load filesystem program spec: %w", err)
+	var specs []*ebpf.CollectionSpec
+	for _, o := range lsmObjects {
+		spec, err := o.load()
+		if err != nil {
+			return nil, fmt.Errorf("load %s program spec: %w", o.what, err)
+		}
+		specs = append(specs, spec)
 	}
-	var names []string
-	for name := range spec.Maps {
-		if !strings.HasPrefix(name, ".") {
+	p := &FSPrograms{pinnedMaps: map[string]*ebpf.Map{}}
+	fail := func(err error) (*FSPrograms, error) {
+		p.Close()
+		return nil, fmt.Errorf("pinned BPF-LSM objects %s: %w", dir, err)
+	}
+	for i, spec := range specs {
+		var names, pinNames []string
+		for name := range spec.Maps {
+			shared := name == fsSessionsMap || name == eventRingMap || name == eventLostMap || name == eventFloodMap
+			if strings.HasPrefix(name, ".") || (i > 0 && shared) {
+				continue // not pinned (global data), or the first object's
+			}
 			names = append(names, name)
+			pinNames = append(pinNames, lsmObjects[i].pinPrefix+name)
+		}
+		renamed := spec.Copy()
+		for j, name := range names {
+			renamed.Maps[pinNames[j]] = spec.Maps[name]
+		}
+		maps, err := openPinnedMaps(dir, renamed, pinNames)
+		if err != nil {
+			return fail(err)
+		}
+		for name, m := range maps {
+			p.pinnedMaps[name] = m
 		}
 	}
-	maps, err := openPinnedMaps(dir, spec, names)
+	p.Sessions, p.Anchors = p.pinnedMaps[fsSessionsMap], p.pinnedMaps["fs_anchors"]
+	p.Names, p.GlobScopes = p.pinnedMaps["fs_names"], p.pinnedMaps["fs_glob_scopes"]
+	if same, err := sameMaps(events.Named(), p.pinnedMaps); err != nil || !same {
+		return fail(errors.Join(err, errors.New("its programs report through other event maps")))
+	}
+	var err error
+	if p.links, p.linkNames, err = loadPinnedLinks(dir, -1); err != nil {
+		return fail(err)
+	}
+	hooks, err := wholeLSMSet(specs, p.linkNames)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	p := &FSPrograms{Sessions: maps["fs_sessions"], Anchors: maps["fs_anchors"], Names: maps["fs_names"],
-		GlobScopes: maps["fs_glob_scopes"], pinnedMaps: maps}
-	same, err := sameMaps(events.Named(), maps)
-	if err == nil && !same {
-		err = errors.New("its programs report through other event maps")
-	}
-	if err == nil {
-		p.links, p.linkNames, err = loadPinnedLinks(dir, -1)
-	}
-	if err == nil {
-		err = wholeFSSet(spec, p.linkNames)
-	}
-	if err != nil {
-		p.Close()
-		return nil, fmt.Errorf("pinned filesystem objects %s: %w", dir, err)
-	}
-	for _, name := range p.linkNames {
-		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
-	}
+	p.Attached = hooks
 	return p, nil
 }
 
-// wholeFSSet checks that linked names every program LoadFS always
-// attaches and exactly one variant of each hook that has variants.
-func wholeFSSet(spec *ebpf.CollectionSpec, linked []string) error {
+// wholeLSMSet checks that linked names every program LoadFS always
+// attaches and exactly one variant of each hook that has variants, and
+// returns the hooks they are attached to.
+func wholeLSMSet(specs []*ebpf.CollectionSpec, linked []string) ([]string, error) {
+	progs := map[string]*ebpf.ProgramSpec{}
+	for _, spec := range specs {
+		for name, ps := range spec.Programs {
+			progs[name] = ps
+		}
+	}
 	have := map[string]bool{}
+	var hooks []string
 	for _, name := range linked {
-		if _, ok := spec.Programs[name]; !ok {
-			return fmt.Errorf("pinned link %s is not a program of this object", name)
+		ps, ok := progs[name]
+		if !ok {
+			return nil, fmt.Errorf("pinned link %s is not a program of these objects", name)
 		}
 		have[name] = true
+		hooks = append(hooks, ps.AttachTo)
 	}
 	optional := map[string]bool{}
 	for _, prog := range fsOptional {
@@ -267,13 +295,13 @@ func wholeFSSet(spec *ebpf.CollectionSpec, linked []string) error {
 			}
 		}
 		if n != 1 {
-			return fmt.Errorf("%d programs of hook %s pinned, want one", n, hook)
+			return nil, fmt.Errorf("%d programs of hook %s pinned, want one", n, hook)
 		}
 	}
-	for name := range spec.Programs {
+	for name := range progs {
 		if !optional[name] && !have[name] {
-			return fmt.Errorf("program %s is not pinned", name)
+			return nil, fmt.Errorf("program %s is not pinned", name)
 		}
 	}
-	return nil
+	return hooks, nil
 }
