@@ -39,6 +39,9 @@ const (
 	LayerCgroupNet  Layer = "cgroup"
 	LayerLandlock   Layer = "landlock"
 	LayerSeccomp    Layer = "seccomp"
+	// LayerQuarantine moved a protected entry the session created out of
+	// its writable roots (the Landlock path, package quarantine).
+	LayerQuarantine Layer = "quarantine"
 	LayerResolver   Layer = "resolver"
 	LayerSeatbelt   Layer = "seatbelt"
 	LayerJob        Layer = "job"
@@ -233,7 +236,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerQuarantine: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 

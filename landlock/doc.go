@@ -19,5 +19,6 @@
 //   - Landlock and bind mounts protect existing inodes only. A protected name
 //     that does not exist when the session starts (a later `git init`, a
 //     first `.claude/`) cannot be blocked without BPF-LSM, because
-//     oxsupervise never creates placeholders on the host. Callers warn.
+//     oxsupervise never creates placeholders on the host. The supervisor
+//     moves such entries out after the fact (package quarantine).
 package landlock

@@ -42,7 +42,7 @@ type MountPlan struct {
 	// changes Landlock has no right for (chmod, chown, utimes).
 	ReadOnlyView bool `json:"read_only_view,omitempty"`
 	// Writable are the directories that stay writable in the read-only
-	// view (WritableDirs).
+	// view (viewWritable).
 	Writable []string `json:"writable,omitempty"`
 }
 
@@ -60,7 +60,7 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	if rs != nil {
 		m.Masked = append(m.Masked, rs.Masked...)
 	}
-	m.Writable, _ = WritableDirs(c)
+	m.Writable = viewWritable(c)
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
 		return m, err

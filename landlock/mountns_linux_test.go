@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -399,5 +400,34 @@ func TestOutermost(t *testing.T) {
 		if got := outermost(tc.in); strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("outermost(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestViewWritableKeepsStateFileDirectories: a writable root that is a
+// file keeps its directory writable at the mount level, so that Landlock,
+// not the read-only view, refuses the temporary file its writers create
+// beside it (EACCES, which they fall back on; EROFS they do not).
+func TestViewWritableKeepsStateFileDirectories(t *testing.T) {
+	home := t.TempDir()
+	state := filepath.Join(home, ".claude.json")
+	if err := os.WriteFile(state, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(home, "ws")
+	for _, tc := range []struct {
+		name  string
+		roots []policy.Anchor
+		want  []string
+	}{
+		{"directories only", []policy.Anchor{{Path: ws, Exists: true, Dir: true}}, []string{ws}},
+		{"a state file", []policy.Anchor{{Path: ws, Exists: true, Dir: true}, {Path: state, Exists: true}}, []string{ws, state, home}},
+		{"a missing file", []policy.Anchor{{Path: filepath.Join(home, "gone.json")}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &policy.Compiled{Mode: policy.ModeReadOnly, FilesystemRules: true, WritableRoots: tc.roots}
+			if got := viewWritable(c); !slices.Equal(got, tc.want) {
+				t.Fatalf("viewWritable = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

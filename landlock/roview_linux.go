@@ -38,6 +38,27 @@ func WritableDirs(c *policy.Compiled) (dirs, missing []string) {
 	return dirs, missing
 }
 
+// viewWritable is what stays writable at the mount level in the read-only
+// view: WritableDirs, and the directory holding each writable root that is
+// a file. Such a file's writers create a temporary file beside it and
+// rename it over the file (Claude Code's ~/.claude.json), and fall back to
+// writing it in place only when the kernel refuses the temporary file
+// with EACCES or EPERM, not with EROFS: in that directory Landlock stays
+// the refusing layer (EACCES, audited) for every create, write, rename and
+// unlink but the file's own write. What the view no longer stops there is
+// a metadata change (chmod, utimes) of another entry in that directory;
+// the BPF-LSM path refuses those too.
+func viewWritable(c *policy.Compiled) []string {
+	dirs, _ := WritableDirs(c)
+	out := append([]string(nil), dirs...)
+	for _, a := range c.WritableRoots {
+		if a.Exists && !a.Dir {
+			out = append(out, filepath.Dir(a.Path))
+		}
+	}
+	return out
+}
+
 // outermost drops every directory that lies below another one in dirs and
 // sorts the rest: a recursive clone of the outer one already carries the
 // inner one with its mounts.

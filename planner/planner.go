@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -58,6 +59,9 @@ type Capabilities struct {
 	Network error
 	// NetNS is an empty network namespace for run's launcher.
 	NetNS error
+	// ActiveLSMs is the kernel's LSM list (/sys/kernel/security/lsm),
+	// for the remedy a refusal under sandbox.require names.
+	ActiveLSMs string
 }
 
 // NotLoaded is the reason for a layer the kernel supports but the host did
@@ -119,6 +123,10 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// QuarantineNames watches the writable roots for protected names the
+	// session creates (no BPF-LSM refuses them) and moves them out
+	// (package quarantine).
+	QuarantineNames bool
 	// ReadOnlyView makes every mount of that namespace read-only outside
 	// the writable roots: without BPF-LSM nothing else refuses chmod,
 	// chown or utimes there (Landlock has no right for them).
@@ -239,12 +247,16 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 	}
 	p.MountNS = true
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
+	if r, ok := c.Requires(policy.RequireBPFLSM); ok && c.FilesystemRules && !p.BPFLSM {
+		return &BoundaryError{LayerBPFLSM, requiredBPFLSM(r, caps)}
+	}
 	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !p.BPFLSM {
 		// Landlock and bind mounts only protect inodes that exist now, and
 		// oxsupervise never creates placeholders on the host: a protected
 		// name created during the session (git init, a first .claude/) is
-		// writable until BPF-LSM, which matches by name, enforces it.
-		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
+		// moved out when it appears (package quarantine), not refused.
+		p.QuarantineNames = true
+		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names created during the session (a new .git/hooks, a first .claude/) are not refused: each is moved to quarantine when the session makes it, and none is left when it ends")
 	}
 	if c.Mode != policy.ModeFullAccess {
 		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
@@ -299,4 +311,24 @@ func netPolicy(c *policy.Compiled) policy.NetPolicy {
 
 func loopbackUnenforced(c *policy.Compiled, why error) string {
 	return fmt.Sprintf("cgroup network layer unavailable (%v): network loopback = %q is NOT enforced; the session reaches every loopback service", why, c.Network.Loopback)
+}
+
+// requiredBPFLSM explains a refused session under sandbox.require =
+// ["bpf-lsm"] in words a user acts on: why this machine has no BPF-LSM
+// and the GRUB line that adds bpf to its LSM list.
+func requiredBPFLSM(r policy.Requirement, caps Capabilities) error {
+	why := "usable, but this supervisor did not load it"
+	if caps.BPFLSM != nil {
+		why = caps.BPFLSM.Error()
+	}
+	lsm := caps.ActiveLSMs
+	if lsm == "" {
+		lsm = "lockdown,capability,landlock,yama,apparmor"
+	}
+	if !strings.Contains(","+lsm+",", ",bpf,") {
+		lsm += ",bpf"
+	}
+	return fmt.Errorf("the policy requires BPF-LSM (sandbox.require, %s), which refuses protected names when they are created; "+
+		"this machine has none (%s). Remedy on Ubuntu and Debian: add lsm=%s to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub and reboot; `oxsupervise doctor` checks the result",
+		r.Source, why, lsm)
 }

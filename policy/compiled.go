@@ -98,6 +98,9 @@ type Compiled struct {
 	// Capabilities are the only capabilities a session keeps (none by
 	// default, root included).
 	Capabilities []Capability `json:"capabilities,omitempty"`
+	// Require are kernel mechanisms without which sessions must not run
+	// (sandbox.require).
+	Require []Requirement `json:"require,omitempty"`
 
 	ExcludedCommands         []string `json:"excluded_commands,omitempty"`
 	AllowUnsandboxedCommands bool     `json:"allow_unsandboxed_commands"`

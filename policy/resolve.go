@@ -121,6 +121,7 @@ func resolveMerged(m *merged, opts LoadOptions, ws Anchor) (*Resolved, error) {
 	c.Network = network
 
 	c.Capabilities = compileCapabilities(m)
+	c.Require = compileRequirements(m)
 	c.ExcludedCommands = slices.Clone(m.strings("sandbox.excluded_commands"))
 	c.AllowUnsandboxedCommands = m.boolean("sandbox.allow_unsandboxed_commands")
 	if !c.AllowUnsandboxedCommands {

@@ -39,29 +39,7 @@ func (s *scanner) addPath(a Anchor) {
 // matchPattern reports the pattern whose components end at rel's last
 // components, respecting the entry type.
 func (s *scanner) matchPattern(rel []string, isDir bool) *ProtectedPattern {
-	for i := range s.c.ProtectedPatterns {
-		p := &s.c.ProtectedPatterns[i]
-		n := len(p.Components)
-		if n > len(rel) {
-			continue
-		}
-		tail := rel[len(rel)-n:]
-		ok := true
-		for j, comp := range p.Components {
-			if comp != "*" && comp != tail[j] {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		if p.Type == EntryDir && !isDir || p.Type == EntryFile && isDir {
-			continue
-		}
-		return p
-	}
-	return nil
+	return s.c.ProtectedMatch(rel, isDir)
 }
 
 // scan finds the existing entries of root that the protected patterns

@@ -36,6 +36,9 @@ type RunOptions struct {
 	Warn io.Writer
 	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
 	Unavailable map[string]bool
+	// QuarantineDir receives protected entries a session creates on the
+	// Landlock path; "" means quarantine.DefaultDir.
+	QuarantineDir string
 	// SelfExe is the launcher binary; "" means /proc/self/exe.
 	SelfExe  string
 	Cgroup   cgroup.Config

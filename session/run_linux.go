@@ -36,7 +36,10 @@ type Plan struct {
 	// LoopbackUp brings up lo inside that namespace, so the session
 	// reaches its own listeners and nothing else (loopback "session").
 	LoopbackUp bool
-	Layers     []string
+	// QuarantineNames watches the writable roots for protected names the
+	// session creates (no BPF-LSM refuses them) and moves them out.
+	QuarantineNames bool
+	Layers          []string
 	// Warnings are binding's own (Landlock's ABI); the planner's are the
 	// planner.Plan's.
 	Warnings []string
@@ -60,7 +63,7 @@ func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, unavailab
 // Landlock is the filesystem layer and lp's fallback warning when it is
 // stacked on BPF-LSM.
 func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
-	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp}
+	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, QuarantineNames: lp.QuarantineNames}
 	p.Layers = append(p.Layers, LayerCgroup)
 	if lp.Landlock != planner.Absent {
 		rs, warnings, err := landlock.Plan(c, lp.LandlockABI)
@@ -110,6 +113,14 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// An agent profile's switches (the agent's own sandbox off) go on the
 	// command line when the agent has no environment variable for them.
 	opts.Argv = opts.Policy.CommandLine(opts.Argv)
+	env := ScrubEnv(opts.Env, opts.Policy.Env)
+	caches, err := prepareSandboxCaches(opts.Policy, env, opts.UID, opts.GID)
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: no sandbox caches (%v): tools use their default caches, which lie outside the writable roots\n", err)
+	}
+	if caches != nil {
+		opts.Policy, env = caches.policy, caches.env
+	}
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -126,7 +137,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-	env := ScrubEnv(opts.Env, opts.Policy.Env)
 	exe, err := LookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
@@ -195,9 +205,12 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
 		ExecGate:        len(gated) > 0,
 	}
+	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	// Every process of the session is gone: the final check of names.
+	names.close()
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)

@@ -183,6 +183,9 @@ func writeCompiled(w io.Writer, c *policy.Compiled, digest string) {
 	for _, cp := range c.Capabilities {
 		fmt.Fprintf(w, "  %s: %s  # %s\n", cp.Name, cp.Reason, cp.Source)
 	}
+	for _, r := range c.Require {
+		fmt.Fprintf(w, "requires: %s (a machine without it refuses to run)  # %s\n", r.Name, r.Source)
+	}
 	fmt.Fprintf(w, "network: %s, loopback %s\n", c.Network.Policy, c.Network.Loopback)
 	for _, r := range c.Network.Allow {
 		dest := r.Host

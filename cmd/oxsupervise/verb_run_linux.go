@@ -55,6 +55,8 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
 		Unavailable: unavailable,
+		// Tests and administrators move the quarantine elsewhere.
+		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
