@@ -202,7 +202,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
