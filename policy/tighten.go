@@ -76,7 +76,6 @@ func (e *WidenError) Is(target error) bool { return target == ErrWidens }
 //   - audit: the parent's, whatever the request says: the child's records
 //     go to the supervisor that serves the parent, and a child must not
 //     move its refusals out of the parent's log.
-//
 //   - sandbox.capabilities: the child's ⊆ the parent's (a session keeps
 //     no capability unless its policy names it); sandbox.require: the
 //     union (a child needs every mechanism its parent needs).
