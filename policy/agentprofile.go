@@ -29,6 +29,8 @@ type AgentProfile struct {
 	// Granted lists every value the profile added, by policy key, with
 	// the documentation or source it cites (for policy show).
 	Granted []EffectiveValue `json:"granted,omitempty"`
+	// Command is [agent.NAME.command] (Compiled.CommandTier).
+	Command *AgentCommand `json:"command,omitempty"`
 }
 
 // AgentOwner is the user a profile's missing state entries are created
@@ -132,7 +134,7 @@ func profileLayer(opts LoadOptions, m *merged) (*layer, *AgentProfile, error) {
 
 	l := newLayer(prof.Source(), false)
 	src := prof.Source()
-	ap := &AgentProfile{Name: prof.Name, Source: how, Guarded: prof.Guarded}
+	ap := &AgentProfile{Name: prof.Name, Source: how, Guarded: prof.Guarded, Command: m.agentCommand(prof.Name, opts.Home, opts.Workspace)}
 	addList := func(key string, grants []agent.Grant, keep func(agent.Grant) bool) {
 		cur := m.get(key)
 		list := slices.Clone(cur.val.([]string))
@@ -226,7 +228,7 @@ func (m *merged) agentEnv() []string {
 // agentEffective adds the profile's own values to policy show.
 func (m *merged) agentEffective(e *Effective, ap *AgentProfile) {
 	for _, k := range sortedKeys(m.eff) {
-		if strings.HasPrefix(k, "agent.") && (strings.Contains(k, ".profile.") || strings.HasPrefix(k, "agent.env.")) {
+		if strings.HasPrefix(k, "agent.") && (strings.Contains(k, ".profile.") || strings.Contains(k, ".command.") || strings.HasPrefix(k, "agent.env.")) {
 			s := m.eff[k]
 			e.Values = append(e.Values, EffectiveValue{Key: k, Value: s.val, Source: s.source()})
 		}

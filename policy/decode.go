@@ -383,8 +383,14 @@ func (d *doc) decodeAgents(l *layer, tbl map[string]any) error {
 				}
 				continue
 			}
+			if k == "command" {
+				if err := d.decodeAgentCommand(l, name, at[k]); err != nil {
+					return err
+				}
+				continue
+			}
 			if k != "permission" {
-				return d.unknownKey(append(slices.Clone(path), k), []string{"permission", "profile"})
+				return d.unknownKey(append(slices.Clone(path), k), []string{"command", "permission", "profile"})
 			}
 			pp := append(slices.Clone(path), k)
 			pt, ok := at[k].(map[string]any)

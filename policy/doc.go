@@ -62,6 +62,10 @@
 //	              64K..1G, default "4M"; locks may only raise it)
 //	[permissions] default; [[permissions.rules]] tool, pattern, action
 //	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
+//	[agent.NAME.profile] enabled, allow, writable, read_only, passthrough
+//	[agent.NAME.command] scrub, deny_hosts, read_only (what the agent's
+//	              commands lose besides the profile's credentials, hosts
+//	              and state: Compiled.CommandTier, docs/agents-tiers.md)
 //	[managed]     locked (managed files only)
 //
 // Unknown keys are errors. `oxsupervise policy show` prints every key with
