@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
@@ -191,7 +193,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 	}
 	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+		if st, err := procfs.ReadStatus(target.Process.Pid); err == nil && st.UID[procfs.Real] == nobody && st.UID[procfs.Effective] == nobody {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
@@ -340,7 +342,7 @@ func (w *world) startNobodyTarget(t *testing.T, nsPID int, script string) (*exec
 	}
 	t.Cleanup(func() { target.Process.Kill() })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+		if st, err := procfs.ReadStatus(target.Process.Pid); err == nil && st.UID[procfs.Real] == nobody && st.UID[procfs.Effective] == nobody {
 			break
 		}
 		if time.Now().After(deadline) {
