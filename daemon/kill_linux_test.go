@@ -30,8 +30,8 @@ func (w *world) startDaemonProcess(t *testing.T) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	o, _ := json.Marshal(daemonProcOpts{Socket: w.socket, ManagedDir: w.opts.ManagedDir, AuditPath: w.audit,
 		StateDir: w.opts.StateDir, PinDir: w.opts.PinDir, Parent: w.opts.Cgroup.Parent, RegistryDir: w.opts.Registry.Dir})
-	cmd := exec.Command(helper)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=daemon", daemonOptsEnv + "=" + string(o)}
+	cmd := exec.Command(helper, clientArgs("daemon")...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", daemonOptsEnv + "=" + string(o)}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -69,9 +69,9 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 	json.Unmarshal([]byte(res.stdout), &ar)
 	attached := ar.Session.ID
 
-	runner := exec.Command(helper, w.ws, "sh", "-c", "echo started; exec sleep 60")
+	runner := exec.Command(helper, clientArgs("run", w.ws, "sh", "-c", "echo started; exec sleep 60")...)
 	runner.Dir = w.ws
-	runner.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=run", helperSocketEnv + "=" + w.socket}
+	runner.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
 	runOut := &syncBuffer{}
 	runner.Stdout, runner.Stderr = runOut, runOut
 	runner.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
