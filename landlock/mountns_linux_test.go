@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,20 +14,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-const (
-	childPlanEnv  = "OXS_LANDLOCK_TEST_MOUNT_PLAN"
-	childProbeEnv = "OXS_LANDLOCK_TEST_PROBES"
-)
+// The test binary doubles as the child (testutil.RunOp): "mount PLAN
+// PROBES" applies a MountPlan (JSON) in its own mount namespace and reports
+// what it could do afterwards (PROBES: one "op path" a line).
+var ops = map[string]testutil.Op{
+	"mount": func(a []string) int { return mountChild(a[0], a[1]) },
+}
 
-// TestMain doubles as the child that applies a MountPlan in its own mount
-// namespace and reports what it could do afterwards.
 func TestMain(m *testing.M) {
-	if plan := os.Getenv(childPlanEnv); plan != "" {
-		os.Exit(mountChild(plan, os.Getenv(childProbeEnv)))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -114,8 +112,7 @@ func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string 
 		t.Skip("needs root: mount namespaces and mounts")
 	}
 	b, _ := json.Marshal(p)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childPlanEnv+"="+string(b), childProbeEnv+"="+strings.Join(probes, "\n"))
+	cmd := testutil.OpCommand("mount", string(b), strings.Join(probes, "\n"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

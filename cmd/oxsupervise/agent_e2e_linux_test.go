@@ -155,17 +155,7 @@ func otherListener(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testutil.Serve(t, ln, nil).Addr().(*net.TCPAddr).Port
 }
 
 // runAsSudo runs `oxsupervise run --audit-log LOG -- argv...` the way sudo
