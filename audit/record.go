@@ -36,9 +36,9 @@ const (
 	// LayerCgroupNet is the network layer: the connect/sendmsg BPF programs
 	// attached to the session's cgroup. (session.LayerCgroup is the cgroup
 	// itself.)
-	LayerCgroupNet  Layer = "cgroup"
-	LayerLandlock   Layer = "landlock"
-	LayerSeccomp    Layer = "seccomp"
+	LayerCgroupNet Layer = "cgroup"
+	LayerLandlock  Layer = "landlock"
+	LayerSeccomp   Layer = "seccomp"
 	// LayerQuarantine moved a protected entry the session created out of
 	// its writable roots (the Landlock path, package quarantine).
 	LayerQuarantine Layer = "quarantine"
