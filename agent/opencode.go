@@ -25,6 +25,8 @@ func openCode() *Profile {
 			{"auth.openai.com:443", ocDocsProviders + " (ChatGPT sign-in)"},
 			{"platform.claude.com:443", ocDocsProviders + " (Claude sign-in)"},
 		},
+		// The AI SDK providers OpenCode uses read their base URL (with
+		// its /v1) from these variables.
 		Endpoints: func(in Inputs) []Entry {
 			var out []Entry
 			if u := in.Env("ANTHROPIC_BASE_URL"); u != "" {
@@ -42,10 +44,14 @@ func openCode() *Profile {
 			{"GEMINI_API_KEY", ocDocsProviders},
 		},
 		Env: []Entry{
-			// No download of the models.dev catalogue and no self-update.
-			{"OPENCODE_DISABLE_MODELS_FETCH=1", ocDocsEnv},
+			// No self-update, no session sharing, no language-server
+			// downloads. OPENCODE_DISABLE_MODELS_FETCH is NOT set: with it
+			// 1.18.33 fails every request ("fetch() URL is invalid");
+			// without it the catalogue fetch (models.opencode.ai) is
+			// refused by the network rules and the bundled one is used.
 			{"OPENCODE_DISABLE_AUTOUPDATE=1", ocDocsEnv},
 			{"OPENCODE_DISABLE_SHARE=1", ocDocsEnv},
+			{"OPENCODE_DISABLE_LSP_DOWNLOAD=1", ocDocsEnv},
 		},
 		State: []Entry{
 			{"~/.local/share/opencode", ocGlobal + " (Global.Path.data: sessions, auth.json, logs)"},

@@ -30,7 +30,7 @@ var npmAgents = struct {
 	err  error
 }{}
 
-var agentPackages = []string{"@anthropic-ai/claude-code", "@openai/codex"}
+var agentPackages = []string{"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai"}
 
 func agentBin(t *testing.T, name string) string {
 	t.Helper()
@@ -416,6 +416,45 @@ func TestAgentCodex(t *testing.T) {
 			sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
 			if len(sessions) == 0 {
 				t.Errorf("no session rollout below ~/.codex/sessions")
+			}
+		})
+	}
+}
+
+// OpenCode, installed from npm (opencode-ai), run by `sudo oxsupervise run
+// -- opencode run` and through the daemon, with nothing configured but
+// ANTHROPIC_BASE_URL: the same checks as for the other agents.
+func TestAgentOpenCode(t *testing.T) {
+	testutil.RequireRoot(t)
+	binDir := agentBin(t, "opencode")
+	for _, route := range agentRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			w := newCLIWorld(t)
+			u := newAgentUser(t, w.base)
+			settings := filepath.Join(u.home, ".config", "opencode", "opencode.jsonc")
+			os.MkdirAll(filepath.Dir(settings), 0o700)
+			settingsBefore := "{}\n"
+			os.WriteFile(settings, []byte(settingsBefore), 0o600)
+			filepath.Walk(filepath.Join(u.home, ".config"), func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
+
+			other := otherListener(t)
+			api, err := modelapi.Anthropic(seedScript(u, other, settings), "bash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			res, auditLog := route.run(t, w, u,
+				[]string{"PATH=" + binDir + ":/usr/bin:/bin", "ANTHROPIC_BASE_URL=" + api.URL + "/v1", "ANTHROPIC_API_KEY=sk-ant-standin"},
+				// The agent's own permission prompts are off (as Claude
+				// Code's are above), so the kernel is what refuses.
+				"opencode", "run", "--dangerously-skip-permissions", "--model", "anthropic/claude-sonnet-4-5", "Run the scripted steps.")
+			t.Logf("opencode: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			if res.code != 0 {
+				t.Errorf("opencode exited %d", res.code)
+			}
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
+			if _, err := os.Stat(filepath.Join(u.home, ".local", "share", "opencode", "opencode.db")); err != nil {
+				t.Errorf("OpenCode's database was not written: %v", err)
 			}
 		})
 	}
