@@ -3,7 +3,7 @@ package agent
 import (
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	toml "github.com/pelletier/go-toml/v2"
 )
 
 // Codex CLI, npm @openai/codex (a Node launcher for the native
@@ -106,7 +106,7 @@ func codexEndpoints(in Inputs) []Entry {
 					BaseURL string `toml:"base_url"`
 				} `toml:"model_providers"`
 			}
-			if _, err := toml.Decode(string(b), &cfg); err == nil {
+			if err := toml.Unmarshal(b, &cfg); err == nil {
 				for name, p := range cfg.ModelProviders {
 					if p.BaseURL != "" {
 						out = append(out, Entry{p.BaseURL, cxProviders + " (~/.codex/config.toml model_providers." + name + ".base_url)"})
@@ -129,7 +129,7 @@ func codexEndpoints(in Inputs) []Entry {
 // the raw string otherwise.
 func unquoteTOML(v string) string {
 	var doc struct{ V string }
-	if _, err := toml.Decode("V = "+v, &doc); err == nil {
+	if err := toml.Unmarshal([]byte("V = "+v), &doc); err == nil {
 		return doc.V
 	}
 	return strings.TrimSpace(v)

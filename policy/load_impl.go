@@ -60,7 +60,7 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 		m.files = append(m.files, f.path)
 	}
 	m.seal()
-	pl, ap, err := profileLayer(opts, m)
+	pl, ap, err := profileLayer(opts, m, ws.Path)
 	if err != nil {
 		return nil, nil, err
 	}
