@@ -227,7 +227,7 @@ func TestProfilesCite(t *testing.T) {
 				}
 			}
 		}
-		if len(p.Checked) == 0 || len(p.Commands) == 0 || len(p.Credentials) == 0 || len(p.State) == 0 || len(p.Rules) == 0 {
+		if len(p.Commands) == 0 || len(p.Credentials) == 0 || len(p.State) == 0 || len(p.Rules) == 0 {
 			t.Errorf("%s: incomplete profile", p.Name)
 		}
 		for _, e := range p.Env {

@@ -13,12 +13,11 @@ const (
 
 func openCode() *Profile {
 	return &Profile{
-		Name:        "opencode",
-		Title:       "OpenCode",
-		Commands:    []string{"opencode"},
-		Packages:    []string{"opencode-ai"},
-		Checked:     []string{"1.18.33"},
-		VersionArgs: []string{"--version"},
+		Name:     "opencode",
+		Title:    "OpenCode",
+		Commands: []string{"opencode"},
+		Packages: []string{"opencode-ai"},
+		Checked:  []string{"1.18.33"},
 		Hosts: []Entry{
 			{"api.anthropic.com:443", ocDocsProviders + " (Anthropic)"},
 			{"api.openai.com:443", ocDocsProviders + " (OpenAI)"},
