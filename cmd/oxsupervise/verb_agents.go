@@ -45,7 +45,7 @@ func cmdAgents(ctx context.Context, s streams, args []string) int {
 			*agent.Profile
 			// DefaultEndpoints are the model API endpoints when the
 			// agent's base-URL settings are unset.
-			DefaultEndpoints []agent.Entry    `json:"default_endpoints,omitempty"`
+			DefaultEndpoints []agent.Entry     `json:"default_endpoints,omitempty"`
 			Installed        []agent.Installed `json:"installed,omitempty"`
 		}
 		var out []jsonProfile
