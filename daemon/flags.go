@@ -7,13 +7,6 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// Exit statuses RunCLI shares with `oxsupervise run`.
-const (
-	exitFail       = 1
-	exitUsage      = 2
-	exitNoBoundary = 125
-)
-
 // RequestFlags converts parsed CLI policy flags into the daemon's request
 // form, with relative paths made absolute against the client's directory.
 // --audit-log is refused: the daemon decides where audit records go.

@@ -72,6 +72,12 @@ func (f *Flags) changed(name string) bool {
 	if f == nil {
 		return false
 	}
+	if name == FlagAgent {
+		// By value: `policy check` has an --agent of its own (whose
+		// permission rules apply) on the same flag set, which does not
+		// name a profile.
+		return f.Agent != ""
+	}
 	if f.fs != nil {
 		if name == FlagAgent && !f.agentFlag {
 			return false

@@ -31,8 +31,11 @@
 // userspace: the kernel does not say what it dropped. When Run's context
 // ends, Run drains the kernel backlog and the socket before returning
 // (records of a flood are still in flight when the session's last process
-// exits); what a bounded drain could not read becomes an events_lost
-// record too.
+// exits). The drain knows when it is done: the reader writes a marker
+// (an AUDIT_TRUSTED_APP message "oxsupervise-audit-drain=PID-NONCE") and
+// stops when the marker comes back, since kauditd delivers in queue order;
+// on a machine that runs auditd, that is one line in its log per session.
+// What a bounded drain could not read becomes an events_lost record too.
 //
 // Enabling audit: Landlock only logs when audit is enabled, so Open sets
 // enabled=1 when it is 0. It does not turn it off again by default: several

@@ -23,16 +23,18 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
-// The test binary doubles as the sandboxed child: with this variable set
-// it restricts itself with Landlock and attempts the denied writes.
-const helperEnv = "OXS_KERNELAUDIT_HELPER"
+// The test binary doubles as the sandboxed child (testutil.RunOp):
+// "landlock MODE" restricts itself with Landlock and attempts the denied
+// writes.
+var ops = map[string]testutil.Op{
+	"landlock": func(args []string) int { return landlockHelper(args[0]) },
+}
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(landlockHelper(mode))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -128,8 +130,8 @@ type child struct {
 
 func startHelper(t testing.TB, mode, target, newFile string, cgroupFD int, extraEnv ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "OXS_TARGET="+target, "OXS_NEWFILE="+newFile)
+	cmd := testutil.OpCommand("landlock", mode)
+	cmd.Env = append(os.Environ(), "OXS_TARGET="+target, "OXS_NEWFILE="+newFile)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
@@ -518,6 +520,60 @@ func TestCancelDrainsRecordsInFlight(t *testing.T) {
 		}
 		if lost == 0 && denials != n {
 			t.Fatalf("%d records for %d refusals and no events_lost", denials, n)
+		}
+	}
+}
+
+// TestLastRefusalBeforeExit is a session's last act: one refused write,
+// then exit, and the supervisor cancels the reader at once. The drain
+// must end on the reader's own marker (not on a quiet socket) with the
+// refusal's record delivered, in every round.
+func TestLastRefusalBeforeExit(t *testing.T) {
+	probe(t)
+	for round := range 10 {
+		target := filepath.Join(t.TempDir(), "target")
+		if err := os.WriteFile(target, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var childPID atomicPID
+		r, err := Open(Options{SessionOfPID: func(pid int) (string, bool) { return "last", pid == childPID.get() }})
+		if errors.Is(err, ErrUnavailable) {
+			t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var got []audit.Record
+		done := make(chan error, 1)
+		go func() {
+			done <- r.Run(ctx, func(rec audit.Record) {
+				if rec.Ox.Session == "last" || rec.Ox.Kind == audit.KindEventsLost {
+					got = append(got, rec)
+				}
+			})
+		}()
+		c := startHelper(t, "burst", target, "", -1, "OXS_COUNT=1")
+		childPID.set(c.cmd.Process.Pid)
+		if out := <-c.output; out != "denied=1" {
+			t.Fatalf("child reported %q, want its one write refused", out)
+		}
+		c.stdin.Close()
+		c.cmd.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		r.Close()
+		st := r.Stats()
+		if st.MarkerDrains != 1 {
+			t.Fatalf("round %d: drain did not end on its marker (stats %+v)", round, st)
+		}
+		if len(got) != 1 || got[0].Ox.Kind != audit.KindDenial || got[0].Process.PID != c.cmd.Process.Pid {
+			t.Fatalf("round %d: want exactly the one refusal of pid %d, got %+v", round, c.cmd.Process.Pid, got)
+		}
+		if got[0].File == nil || got[0].File.Path != target {
+			t.Fatalf("round %d: refusal record names %+v, want %s", round, got[0].File, target)
 		}
 	}
 }

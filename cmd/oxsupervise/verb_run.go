@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // target is the user a session's command runs as.
@@ -77,26 +78,15 @@ func resolveTarget(flagUser string) (*target, error) {
 	return t, nil
 }
 
-// targetEnv is the caller's environment with the identity variables of the
-// target user when the command runs as someone else.
+// targetEnv is the caller's environment for a command of t
+// (session.UserEnv): with t's identity variables when the command runs as
+// someone else.
 func targetEnv(t *target) []string {
-	env := os.Environ()
-	if !t.switched {
-		return env
+	var u *session.EnvUser
+	if t.switched {
+		u = &session.EnvUser{Home: t.home, Name: t.name}
 	}
-	out := env[:0:0]
-	for _, kv := range env {
-		switch {
-		case hasName(kv, "HOME"), hasName(kv, "USER"), hasName(kv, "LOGNAME"), hasName(kv, "MAIL"):
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "HOME="+t.home, "USER="+t.name, "LOGNAME="+t.name)
-}
-
-func hasName(kv, name string) bool {
-	return len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '='
+	return session.UserEnv(os.Environ(), u)
 }
 
 // loadPolicy compiles the policy for a session of t running argv (nil for
@@ -111,6 +101,12 @@ func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.C
 		}
 		ws = wd
 	}
+	// The supervisor scans as root; a cache it cannot use only costs the
+	// start a full scan.
+	cache, err := policy.ScanCacheDir(os.Geteuid())
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise: warning: %v; scanning without it\n", err)
+	}
 	var owner *policy.AgentOwner
 	if argv != nil {
 		owner = &policy.AgentOwner{UID: t.uid, GID: t.gid}
@@ -120,6 +116,7 @@ func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.C
 		Workspace:  ws,
 		Flags:      f,
 		Warn:       s.err,
+		ScanCache:  cache,
 		Argv:       argv,
 		AgentState: owner,
 	})

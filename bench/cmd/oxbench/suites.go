@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,6 +114,9 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 		args      []string
 	}{
 		{"bwrap --ro-bind / / --dev /dev --proc /proc true", "bwrap", []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"}},
+		// The peer row: the namespaces a workspace-write session with
+		// network none has (a writable workspace, no network, its own pids).
+		{bwrapPeer, "bwrap", []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", ws, ws, "--unshare-net", "--unshare-pid", "true"}},
 		{"firejail --quiet true", "firejail", []string{"--quiet", "true"}},
 	} {
 		p, err := exec.LookPath(peer.bin)
@@ -124,10 +128,26 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 		}
 		vs = append(vs, variant{peer.name, timeOf(append([]string{p}, peer.args...)...)})
 	}
+	// A workspace of 100 000 files beside the empty one: start-up must not
+	// grow with the workspace (issue 18).
+	bigWS := filepath.Join(e.scratch, "session-ws-100k")
+	bigErr := populate(bigWS, e.n(100_000, 10_000))
+	bigName := fmt.Sprintf("oxsupervise run -- true (workspace-write, Landlock, %d-file workspace)", e.n(100_000, 10_000))
 	vs = append(vs,
 		variant{"oxsupervise run -s full-access -- true", timeOf(append(e.session(ws, "-s", "full-access"), truePath)...)},
-		variant{"oxsupervise run -- true (workspace-write, Landlock)", timeOf(append(e.session(ws), truePath)...)},
+		variant{standaloneWW, timeOf(append(e.session(ws), truePath)...)},
 	)
+	if bigErr != nil {
+		vs = append(vs, variant{bigName, func(context.Context, int) (map[string]float64, error) { return nil, bigErr }})
+	} else {
+		vs = append(vs, variant{bigName, func(ctx context.Context, _ int) (map[string]float64, error) {
+			_, d, err := execTimed(ctx, bigWS, append(e.session(bigWS), truePath))
+			if err != nil {
+				return nil, err
+			}
+			return map[string]float64{"wall time": float64(d.Nanoseconds())}, nil
+		}})
+	}
 	// Through the daemon: started once for the figure (its start-up, which
 	// loads the network programs, is not in any round), with the client
 	// running as nobody, as a user's `run` would.
@@ -163,7 +183,8 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 		notes: []string{
 			"Wall time of the whole command as seen by the caller, including process start-up and teardown.",
 			"The two `oxsupervise run` variants without \"daemon\" are standalone runs as root (the supervisor builds every layer itself). The daemon variants are `oxsupervise run --workspace WS [-s full-access] -- true` run **as the user nobody** (setuid in the harness's exec, so a non-root `run` goes through the daemon whose socket $OXSUPERVISE_SOCKET names); WS is a root-owned 0755 directory nobody cannot write. The daemon is `oxsupervise daemon` started once by the harness on a temporary socket with its own --cgroup-parent, --run-dir and --audit-log, before the warm-up; its start-up is not in the figure, nothing is subtracted from the client's wall time.",
-			"In workspace-write the standalone supervisor also drains the kernel audit feed before it exits, so that no Landlock refusal of the session goes unread: until the kernel's audit backlog is empty and two 50 ms receive timeouts in a row bring nothing (audit/kernelaudit Reader.drain), at least about 0.1 s: a cost of the audit path, not filesystem cost.",
+			"In workspace-write the standalone supervisor also drains the kernel audit feed before it exits, so that no Landlock refusal of the session goes unread: it writes its own marker record into the kernel audit stream once the session's processes are gone and stops reading when the marker comes back (audit/kernelaudit), with no wait for silence.",
+			"The 100 000-file workspace (`--quick`: 10 000) holds small files in directories of 100, made once by the harness; it is measured with the same command in the same rounds as the empty one.",
 		},
 	}
 	r, err := f.measure(ctx)
@@ -175,8 +196,66 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 			r.Notes = append(r.Notes, fmt.Sprintf("Layers of the sessions the daemon built, from their session_start audit record: %s. The daemon loaded the network programs once, at its start, and applies them to each session.", layers))
 		}
 	}
+	if note := ratiosTo(r, "wall time", bwrapPeer); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
+	if note := ratiosTo(r, "wall time", standaloneWW); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	r.Notes = append(r.Notes, load.note())
 	return []*report{r}, err
+}
+
+const (
+	bwrapPeer    = "bwrap --ro-bind / / --dev /dev --proc /proc --bind WS WS --unshare-net --unshare-pid true"
+	standaloneWW = "oxsupervise run -- true (workspace-write, Landlock)"
+)
+
+// ratiosTo is a note giving every other variant's median of metric as a
+// ratio to ref's median: the session-start figure is judged against the
+// bwrap peer row (DESIGN §10: within 2x) and against the empty workspace,
+// not only against bare `true`.
+func ratiosTo(r *report, metric, ref string) string {
+	base := stats.Median(r.Samples[metric][ref])
+	if base <= 0 {
+		return ""
+	}
+	var parts []string
+	for _, name := range r.Names {
+		xs := r.Samples[metric][name]
+		if name == ref || len(xs) == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2fx", name, stats.Median(xs)/base))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Medians relative to `%s`: %s.", ref, strings.Join(parts, "; "))
+}
+
+// populate makes dir a workspace of n small files in directories of 100
+// (a git-like spread), once: a workspace already holding n files is kept.
+func populate(dir string, n int) error {
+	stamp := filepath.Join(dir, ".populated")
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == strconv.Itoa(n) {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%03d", i/1000), fmt.Sprintf("e%02d", (i/100)%10))
+		if i%100 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d.txt", i)), []byte("x\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(stamp, []byte(strconv.Itoa(n)), 0o644)
 }
 
 // sessionLayers returns the layer list of the last workspace-write
