@@ -9,6 +9,7 @@ const (
 	ocDocsProviders = "https://opencode.ai/docs/providers"
 	ocGlobal        = "github:sst/opencode packages/opencode/src/global/index.ts"
 	ocDocsEnv       = "https://opencode.ai/docs/cli (environment variables)"
+	ocObserved      = "observed: opencode 1.18.33 writes it at start-up"
 )
 
 func openCode() *Profile {
@@ -53,9 +54,20 @@ func openCode() *Profile {
 			{"OPENCODE_DISABLE_LSP_DOWNLOAD=1", ocDocsEnv},
 		},
 		State: []Entry{
+			// Rewritten at every start (observed: 1.18.33). Being a
+			// writable file, it keeps its directory writable at the mount
+			// level (landlock/roview_linux.go), so the rest of the config
+			// directory is refused by Landlock (EACCES, audited), which
+			// OpenCode tolerates; the read-only view's EROFS makes it exit
+			// ("Unexpected error ... FileSystem.writeFile").
+			{"~/.config/opencode/.gitignore", ocObserved},
 			{"~/.local/share/opencode", ocGlobal + " (Global.Path.data: sessions, auth.json, logs)"},
 			{"~/.local/state/opencode", ocGlobal + " (Global.Path.state)"},
 			{"~/.cache/opencode", ocGlobal + " (Global.Path.cache)"},
+		},
+		StateFiles: map[string]string{
+			// What OpenCode writes there itself.
+			"~/.config/opencode/.gitignore": "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore",
 		},
 		Rules: []Entry{
 			{"~/.config/opencode/opencode.json", ocDocsConfig},

@@ -217,10 +217,17 @@ func runThroughDaemon(t *testing.T, w *cliWorld, u *agentUser, env []string, arg
 // checkSeedResults asserts the recorded tool results, the audit log and
 // the files' states after an agent ran seedScript.
 //
-// settingsAudited is false where the settings file lies inside a writable
-// root (Codex's ~/.codex): there the session's mount namespace keeps it
-// read-only (EROFS), a refusal the Landlock path does not audit yet.
-func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int, settingsAudited bool) {
+// audited says which of the two file refusals are Landlock's (EACCES,
+// audited) rather than the session's read-only mount view's (EROFS, which
+// the kernel does not audit: landlock/roview_linux.go). The view keeps
+// writable only the writable roots and the directories of writable state
+// files: with Claude Code's ~/.claude.json the home directory stays
+// mount-writable and Landlock refuses ../outside-the-project.txt there;
+// for Codex and OpenCode the view refuses it. Codex's config.toml lies
+// inside its writable ~/.codex, protected by a read-only bind mount.
+type audited struct{ outside, settings bool }
+
+func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int, want audited) {
 	t.Helper()
 	res := api.Results()
 	for _, s := range seedScript(u, otherPort, settings) {
@@ -281,20 +288,37 @@ func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog
 	}
 	log := string(b)
 	missing := false
-	for _, want := range [][]string{
+	records := [][]string{
 		{`"kind":"denial"`, `"path":"` + u.canary + `"`},
 		{`"kind":"denial"`, `"action":"connect"`, `"port":` + strconv.Itoa(otherPort)},
+	}
+	refusedBy := func(step string, byLandlock bool) {
+		t.Helper()
+		errText := "Read-only file system"
+		if byLandlock {
+			errText = "Permission denied"
+		}
+		if !strings.Contains(res[step].Output, errText) {
+			t.Errorf("step %s: want %q (refused by %s), got %q", step, errText, map[bool]string{true: "Landlock", false: "the read-only view"}[byLandlock], res[step].Output)
+		}
+		if !byLandlock {
+			t.Logf("NOT AUDITED: step %s was refused by the session's read-only mount view (EROFS), which the kernel does not audit", step)
+		}
+	}
+	refusedBy("outside", want.outside)
+	refusedBy("settings", want.settings)
+	if want.outside {
 		// Landlock names the directory a file could not be created in.
-		{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`},
-	} {
+		records = append(records, []string{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`})
+	}
+	if want.settings {
+		records = append(records, []string{`"kind":"denial"`, `"path":"` + settings + `"`})
+	}
+	for _, want := range records {
 		if !testutil.LineHasAll(log, want...) {
 			t.Errorf("no audit record with %q in %s", want, auditLog)
 			missing = true
 		}
-	}
-	if settingsAudited && !testutil.LineHasAll(log, `"kind":"denial"`, `"path":"`+settings+`"`) {
-		t.Errorf("no audit record for the write to %s", settings)
-		missing = true
 	}
 	if missing {
 		t.Logf("audit log:\n%s", log)
@@ -358,7 +382,7 @@ func TestAgentClaudeCode(t *testing.T) {
 			if !strings.Contains(res.stdout, modelapi.FinalText) {
 				t.Errorf("claude did not print the model's final message")
 			}
-			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{outside: true, settings: true})
 			// Its state was written: the transcript of this session below
 			// ~/.claude/projects, and ~/.claude.json.
 			transcripts, _ := filepath.Glob(filepath.Join(u.home, ".claude", "projects", "*", "*.jsonl"))
@@ -426,7 +450,7 @@ func TestAgentCodex(t *testing.T) {
 			if !strings.Contains(res.stderr, "sandbox: danger-full-access") {
 				t.Errorf("codex did not run with its own sandbox off (the profile's -c sandbox_mode)")
 			}
-			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, false)
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{})
 			sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
 			if len(sessions) == 0 {
 				t.Errorf("no session rollout below ~/.codex/sessions")
@@ -466,7 +490,7 @@ func TestAgentOpenCode(t *testing.T) {
 			if res.code != 0 {
 				t.Errorf("opencode exited %d", res.code)
 			}
-			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{settings: true})
 			if _, err := os.Stat(filepath.Join(u.home, ".local", "share", "opencode", "opencode.db")); err != nil {
 				t.Errorf("OpenCode's database was not written: %v", err)
 			}
