@@ -14,7 +14,7 @@ VMTEST_EXTRA ?=
 VMTEST_PKGS  ?= $(sort ./internal/vmtest/selftest $(VMTEST_EXTRA) \
 	$(patsubst %/,./%,$(dir $(shell grep -rlE --include='*_test.go' 'testutil\.(InVM|SkipUnlessVM)' \
 		--exclude-dir=.git --exclude-dir=.vmtest --exclude-dir=bin --exclude-dir=testdata . | sed 's|^\./||'))))
-VMTEST_FLAGS ?= -v
+VMTEST_FLAGS ?= -v --timeout 20m --test-timeout 10m
 # The kernels the VM suite boots, one boot each (globs, quoted; the newest
 # match of each is used): Debian's release kernel (6.1 on bookworm, Landlock
 # ABI 2) and its backports kernel (6.12, Landlock ABI 6 with abstract-socket

@@ -175,8 +175,10 @@ func runAsSudo(t *testing.T, bin string, u *agentUser, auditLog string, env []st
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-test.run=^TestCLIHelperProcess$", "--", "run", "--audit-log", auditLog, "--"}, argv...)...)
 	cmd.Dir = u.ws
+	// pinDirEnv: a standalone run as root keeps no BPF programs pinned on
+	// the machine.
 	cmd.Env = append([]string{cliAsEnv + "=1", "HOME=/root", "USER=root", "SUDO_USER=" + u.name,
-		"SUDO_UID=" + strconv.Itoa(u.uid), "SUDO_GID=" + strconv.Itoa(u.gid)}, env...)
+		"SUDO_UID=" + strconv.Itoa(u.uid), "SUDO_GID=" + strconv.Itoa(u.gid), pinDirEnv + "=off"}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
