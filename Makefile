@@ -38,10 +38,12 @@ build:
 # Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
 # the BPF freshness check, qemu + Debian's kernel + busybox for the
 # kernel-test VM, iproute2/util-linux for network namespaces, git and
-# python3 for the workload tests. `go build` itself needs none of them.
+# python3 for the workload tests, nodejs and npm for the agent tests (they
+# install the real agent CLIs from the npm registry). `go build` itself
+# needs none of them.
 DEPS_APT := ca-certificates xz-utils zstd git python3 iproute2 util-linux kmod \
 	clang-19 llvm-19 libbpf-dev linux-libc-dev \
-	qemu-system-x86 linux-image-amd64 busybox-static
+	qemu-system-x86 linux-image-amd64 busybox-static nodejs npm
 
 # Peers the session-start benchmark compares against (optional: reported
 # as missing when absent).
