@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,6 +45,10 @@ type MountPlan struct {
 	// Writable are the directories that stay writable in the read-only
 	// view (WritableDirs).
 	Writable []string `json:"writable,omitempty"`
+	// PrivateShm puts a tmpfs of the session's own on /dev/shm (see
+	// privateShm); ShmReadOnly makes it read-only (read-only mode).
+	PrivateShm  bool `json:"private_shm,omitempty"`
+	ShmReadOnly bool `json:"shm_read_only,omitempty"`
 }
 
 // PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
@@ -61,6 +66,10 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 		m.Masked = append(m.Masked, rs.Masked...)
 	}
 	m.Writable, _ = WritableDirs(c)
+	if privateShm(c) {
+		m.PrivateShm = true
+		m.ShmReadOnly = !slices.Contains(m.Writable, devShm)
+	}
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
 		return m, err
@@ -248,7 +257,17 @@ func (m MountPlan) Apply() error {
 		// First: the binds below are made from the view, so a pin
 		// inside a writable root stays writable and everything else
 		// read-only.
-		if err := applyReadOnlyView(m.Writable); err != nil {
+		writable := m.Writable
+		if m.PrivateShm {
+			// Covered by the session's own tmpfs below.
+			writable = slices.DeleteFunc(slices.Clone(writable), func(d string) bool { return d == devShm })
+		}
+		if err := applyReadOnlyView(writable); err != nil {
+			return err
+		}
+	}
+	if m.PrivateShm {
+		if err := mountPrivateShm(m.ShmReadOnly); err != nil {
 			return err
 		}
 	}
@@ -361,7 +380,10 @@ func mask(p string) error {
 			return fmt.Errorf("mount namespace: mask %s: fsopen tmpfs: %w", p, err)
 		}
 		defer unix.Close(fs)
-		if err := unix.FsconfigSetString(fs, "mode", "0"); err != nil {
+		// Readable and empty: a session without CAP_DAC_OVERRIDE (every
+		// session) sees an empty directory, as root did before, instead
+		// of one it may not search.
+		if err := unix.FsconfigSetString(fs, "mode", "0555"); err != nil {
 			return fmt.Errorf("mount namespace: mask %s: %w", p, err)
 		}
 		if err := unix.FsconfigCreate(fs); err != nil {

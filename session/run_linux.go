@@ -246,6 +246,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	if caches != nil {
 		opts.Policy, env = caches.policy, caches.env
+		defer caches.close()
 	}
 	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
