@@ -30,8 +30,8 @@ type sandboxCaches struct {
 	// removed again at its end while still empty, so that a session
 	// that used no cache leaves nothing behind.
 	created []string
-	policy *policy.Compiled // the session's policy with root as a writable root
-	env    []string         // the session's environment pointing the tools at root
+	policy  *policy.Compiled // the session's policy with root as a writable root
+	env     []string         // the session's environment pointing the tools at root
 }
 
 // cacheVars are the variables that point each tool at its directory below
