@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/mountinfo"
+	"github.com/openoxide/oxsupervise/internal/shquote"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -318,7 +319,7 @@ func openNoSymlinks(p string) (int, error) {
 	})
 	if err != nil {
 		if err == unix.ELOOP {
-			return -1, fmt.Errorf("mount namespace: %s: a path component is a symlink; refusing to follow it", p)
+			return -1, fmt.Errorf("mount namespace: %s: a path component is a symlink; refusing to follow it%s", p, symlinkFix(p))
 		}
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -409,4 +410,27 @@ func mask(p string) error {
 		return fmt.Errorf("mount namespace: mask %s: %w", p, err)
 	}
 	return nil
+}
+
+// symlinkFix names the first symlink on p and the command that replaces
+// it with the entry it points at, for the error a user acts on.
+func symlinkFix(p string) string {
+	cur := "/"
+	for _, comp := range strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/") {
+		cur = filepath.Join(cur, comp)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		target, err := filepath.EvalSymlinks(cur)
+		if err != nil {
+			return fmt.Sprintf("; %s is a dangling symlink: remove it with: rm %s", cur, shquote.Quote(cur))
+		}
+		return fmt.Sprintf("; %s is a symlink to %s: replace it with the real entry: rm %s && cp -a %s %s",
+			cur, target, shquote.Quote(cur), shquote.Quote(target), shquote.Quote(cur))
+	}
+	return ""
 }

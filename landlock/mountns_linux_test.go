@@ -211,7 +211,7 @@ func TestMountPlanFailsClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 			return MountPlan{Protected: []policy.Anchor{a}}
-		}, "symlink"},
+		}, "replace it with the real entry: rm '"},
 		{"symlinked parent", func(t *testing.T, ws string) MountPlan {
 			other := filepath.Join(filepath.Dir(ws), "realgit")
 			if err := os.Rename(filepath.Join(ws, ".git"), other); err != nil {
@@ -221,7 +221,7 @@ func TestMountPlanFailsClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 			return MountPlan{Protected: []policy.Anchor{anchor(t, filepath.Join(other, "config"))}, Pinned: []string{filepath.Join(ws, ".git")}}
-		}, "symlink"},
+		}, "replace it with the real entry: rm '"},
 		{"inode swapped since compile", func(t *testing.T, ws string) MountPlan {
 			a := anchor(t, filepath.Join(ws, ".git/config"))
 			// Create the replacement first so it cannot reuse the inode.

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/internal/shquote"
 )
 
 // maxScanEntries bounds the walk that turns protected patterns into
@@ -480,13 +482,13 @@ func (s *scanner) protect(root, path string, isLink bool, src string) error {
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: "remove it or point it inside " + root}
+		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: "remove it: rm " + shquote.Quote(path)}
 	}
 	if err != nil {
 		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink that cannot be resolved: %v", err)}
 	}
 	if !within(root, target) {
-		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: "replace the symlink with the real entry; oxsupervise will not guess what to protect"}
+		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: "replace the symlink with the real entry (oxsupervise will not guess what to protect): rm " + shquote.Quote(path) + " && cp -a " + shquote.Quote(target) + " " + shquote.Quote(path)}
 	}
 	t, err := resolveAnchor(target, src+" (symlink target)")
 	if err != nil {
