@@ -77,6 +77,10 @@ type Plan struct {
 	// QuarantineNames watches the writable roots for protected names the
 	// session creates (no BPF-LSM refuses them) and moves them out.
 	QuarantineNames bool
+	// RestrictSockets makes seccomp refuse the socket families and types
+	// the network programs cannot judge: network is not "full", and no
+	// BPF-LSM socket_create program (which refuses them, audited) runs.
+	RestrictSockets bool
 	Layers          []string
 	Warnings        []string
 }
@@ -152,6 +156,7 @@ func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionL
 	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
 	// the writable roots: the mount namespace is read-only there.
 	m.ReadOnlyView = c.FilesystemRules && !hasLayer(external, LayerBPFLSM)
+	p.RestrictSockets = c.Network.Policy != policy.NetFull && !hasLayer(external, LayerBPFLSM)
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
 
@@ -313,7 +318,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		RestrictSockets: plan.RestrictSockets,
 		ExecGate:        len(gated) > 0,
 	}
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
