@@ -93,6 +93,12 @@ type Report struct {
 	Layers  []Layer `json:"layers"`
 	Modes   []Mode  `json:"modes"`
 	Verdict Verdict `json:"verdict"`
+
+	// Machine and Remedies (remedy.go): the distribution and boot
+	// configuration doctor read, and the exact change for each layer
+	// missing for a reason the kernel command line can fix.
+	Machine  *Machine `json:"machine,omitempty"`
+	Remedies []Remedy `json:"remedies,omitempty"`
 }
 
 // Layer names; stable strings in JSON.
@@ -367,6 +373,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			line("", "", "fix: "+l.Fix)
 		}
 	}
+
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r.writeRemedies(w) // remedy.go
 
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "mode\tstatus\tdetail")
