@@ -26,6 +26,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/metrics"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -108,6 +109,8 @@ type Server struct {
 	zl   zerolog.Logger
 	log  *log.Logger
 	sink *audit.FileSink
+	// metrics is nil unless the managed policy turns them on (metrics_linux.go).
+	metrics *metrics.Metrics
 	// enf are the session layers built once in Serve.
 	enf *enforcement
 	// work counts run requests and attach-session watchers that may still
@@ -193,6 +196,7 @@ func New(opts Options) (*Server, error) {
 // Serve listens on the socket and serves until ctx is done. It adopts the
 // sessions a previous daemon left behind first.
 func (s *Server) Serve(ctx context.Context) error {
+	started := time.Now()
 	ln, err := s.listen()
 	if err != nil {
 		return err
@@ -204,6 +208,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
+	mctx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	if err := s.startMetrics(mctx, started); err != nil { // metrics_linux.go
+		ln.Close()
+		return err
+	}
 	// The layers' own warnings (audit records that could not be written,
 	// lost kernel events) are log lines at warn level.
 	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())
@@ -315,7 +325,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
-	return s.guard(mux)
+	return s.instrument(s.guard(mux)) // metrics_linux.go
 }
 
 // guard makes every request safe to serve: a panic becomes a 500 for that
@@ -713,6 +723,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var ee *session.ExecError
 	switch {
 	case errors.As(err, &be):
+		s.metrics.RefusedStart(be.Layer)
 		es.send(Event{Event: "error", Session: sid, Code: 125, Layer: be.Layer, Message: fmt.Sprintf("boundary not built: %v; nothing ran", be)})
 	case errors.As(err, &ee):
 		es.send(Event{Event: "error", Session: sid, Code: ee.Code, Message: ee.Error()})
@@ -920,6 +931,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
+			s.metrics.RefusedStart(be.Layer)
 			writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", be))
 			return
 		}

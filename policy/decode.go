@@ -56,7 +56,7 @@ func newLayer(name string, managed bool) *layer {
 	return &layer{name: name, managed: managed, settings: map[string]setting{}, agents: map[string]*agentLayer{}, locks: map[string]pos{}}
 }
 
-var topTables = []string{"agent", "audit", "env", "limits", "managed", "network", "permissions", "sandbox"}
+var topTables = []string{"agent", "audit", "env", "limits", "managed", "metrics", "network", "permissions", "sandbox"}
 
 // decodeLayer validates a parsed file against the schema.
 func decodeLayer(d *doc, managed bool) (*layer, error) {
