@@ -78,6 +78,9 @@ type Options struct {
 	// 503 (code busy) and closed. Root is never refused.
 	MaxConns, MaxConnsPerUID int
 
+	// otlpRetry bounds the OTLP exporter's retries of a batch (tests; 0:
+	// auditexport's default).
+	otlpRetry time.Duration
 	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
 	adoptGrace time.Duration
 	// headerTimeout and bodyTimeout override DefaultHeaderTimeout and
@@ -208,12 +211,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
-	mctx, stopMetrics := context.WithCancel(ctx)
-	defer stopMetrics()
-	if err := s.startMetrics(mctx, started); err != nil { // metrics_linux.go
+	stopObservability, err := s.startObservability(ctx, started) // metrics_linux.go
+	if err != nil {
 		ln.Close()
 		return err
 	}
+	defer stopObservability()
 	// The layers' own warnings (audit records that could not be written,
 	// lost kernel events) are log lines at warn level.
 	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())

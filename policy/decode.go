@@ -123,6 +123,14 @@ func decodeLayer(d *doc, managed bool) (*layer, error) {
 				l.settings["network.policy"] = setting{val: string(pol), pos: p}
 				continue
 			}
+			if sub, ok := tbl[key].(map[string]any); ok && hasSubtable(sch, full) {
+				// A table below a table ([audit.otlp]): its keys are
+				// schema keys of three parts.
+				if err := d.decodeSubtable(l, sch, path, sub); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			spec, ok := sch[full]
 			if !ok {
 				return nil, d.unknownKey(path, known)

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestLoadMetrics(t *testing.T) {
+func TestLoadObservability(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, want, err string
 	}{
@@ -19,6 +19,10 @@ func TestLoadMetrics(t *testing.T) {
 		{"port range", "[metrics]\n\nlisten = \"127.0.0.1:70000\"\n", "", "policy.toml:3:10"},
 		{"type", "[metrics]\nlisten = 9464\n", "", "policy.toml:2"},
 		{"unknown key", "[metrics]\nport = 9464\n", "", "policy.toml:2:1"},
+		{"otlp", "[audit.otlp]\nendpoint = \"http://127.0.0.1:4318\"\n", "otlp=http://127.0.0.1:4318", ""},
+		{"otlp dotted", "[audit]\notlp.endpoint = \"https://c.example:4318/v1/logs\"\n", "otlp=https://c.example:4318/v1/logs", ""},
+		{"otlp scheme", "[audit.otlp]\nendpoint = \"udp://127.0.0.1:4318\"\n", "", "policy.toml:2:12"},
+		{"otlp unknown key", "[audit.otlp]\nendpoints = \"http://x:1\"\n", "", "policy.toml:2:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -27,15 +31,19 @@ func TestLoadMetrics(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			m, err := LoadMetrics(dir)
+			m, err := LoadObservability(dir)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("LoadMetrics: %v, want an error containing %q", err, tc.err)
+					t.Fatalf("LoadObservability: %v, want an error containing %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || m.Listen != tc.want {
-				t.Fatalf("LoadMetrics = %+v, %v; want listen %q", m, err, tc.want)
+			got := m.MetricsListen
+			if strings.HasPrefix(tc.want, "otlp=") {
+				got = "otlp=" + m.OTLPEndpoint
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("LoadObservability = %+v, %v; want %q", m, err, tc.want)
 			}
 		})
 	}
