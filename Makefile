@@ -15,11 +15,20 @@ VMTEST_PKGS  ?= $(sort ./internal/vmtest/selftest $(VMTEST_EXTRA) \
 	$(patsubst %/,./%,$(dir $(shell grep -rlE --include='*_test.go' 'testutil\.(InVM|SkipUnlessVM)' \
 		--exclude-dir=.git --exclude-dir=.vmtest --exclude-dir=bin --exclude-dir=testdata . | sed 's|^\./||'))))
 VMTEST_FLAGS ?= -v
+# The kernels the VM suite boots, one boot each (globs, quoted; the newest
+# match of each is used): Debian's release kernel (6.1 on bookworm, Landlock
+# ABI 2) and its backports kernel (6.12, Landlock ABI 6 with abstract-socket
+# scoping), which vm-kernels unpacks from the archive this machine's own apt
+# sources name.
+CODENAME        := $(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)
+VMTEST_BACKPORTS ?= .vmtest/kernel-$(CODENAME)-backports
+VMTEST_KERNELS  ?= '/boot/vmlinuz-6.1.*' '$(VMTEST_BACKPORTS)/boot/vmlinuz-*'
+
 # A hung test must not eat the CI budget (go test's default is 10m).
 UNIT_FLAGS   ?= -count=1 -timeout 6m
 VMTEST_RUN   ?=
 
-.PHONY: all build install deb deps bench-deps generate generate-check test unit vet cross vmtest bench bench-go fuzz clean
+.PHONY: all build install deb deps bench-deps generate generate-check test unit vet cross vm-kernels vmtest bench bench-go fuzz clean
 
 all: build
 
@@ -114,8 +123,18 @@ cross:
 unit:
 	$(GO) test $(UNIT_FLAGS) ./...
 
-vmtest:
-	$(GO) run ./internal/vmtest/cmd/vmtest $(VMTEST_FLAGS) $(if $(VMTEST_RUN),--run '$(VMTEST_RUN)') -- $(VMTEST_PKGS)
+vm-kernels:
+	internal/vmtest/fetch-kernel.sh $(CODENAME)-backports $(VMTEST_BACKPORTS)
+
+# Every kernel boots even when an earlier one failed; the target fails if
+# any did.
+vmtest: vm-kernels
+	@failed=; for k in $(VMTEST_KERNELS); do \
+		echo "=== vmtest: kernel $$k"; \
+		$(GO) run ./internal/vmtest/cmd/vmtest --kernel "$$k" $(VMTEST_FLAGS) $(if $(VMTEST_RUN),--run '$(VMTEST_RUN)') -- $(VMTEST_PKGS) || failed="$$failed $$k"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "vmtest: FAILED on:$$failed" >&2; exit 1; fi; \
+	echo "vmtest: passed on every kernel: $(VMTEST_KERNELS)"
 
 # Short fixed-size fuzzing of the parsers that take untrusted input (seed
 # corpora committed under each package's testdata/fuzz/). A count, not a

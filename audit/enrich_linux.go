@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
 )
 
 // procInfo is what /proc tells about a pid.
@@ -150,23 +152,9 @@ func readProc(procRoot string, pid int) procInfo {
 		info.cmdline = strings.Join(strings.FieldsFunc(string(bytes.TrimRight(b, "\x00")), func(r rune) bool { return r == 0 }), " ")
 	}
 	if b, err := os.ReadFile(dir + "/stat"); err == nil {
-		info.name, info.ppid = parseStat(b)
+		if st, err := procfs.ParseStat(b); err == nil {
+			info.name, info.ppid = st.Comm, st.PPID
+		}
 	}
 	return info
-}
-
-// parseStat extracts comm and ppid from /proc/PID/stat; comm may contain
-// spaces and parentheses, so it is delimited by the last ')'.
-func parseStat(b []byte) (comm string, ppid int) {
-	open := bytes.IndexByte(b, '(')
-	end := bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return "", 0
-	}
-	comm = string(b[open+1 : end])
-	fields := strings.Fields(string(b[end+1:]))
-	if len(fields) >= 2 {
-		ppid, _ = strconv.Atoi(fields[1])
-	}
-	return comm, ppid
 }

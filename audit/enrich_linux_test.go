@@ -3,13 +3,14 @@
 package audit
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
 )
 
 func TestProcEnricher(t *testing.T) {
@@ -119,10 +120,9 @@ func TestProcEnricherTimesOut(t *testing.T) {
 
 func ppidOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ppid := parseStat(b)
-	return ppid
+	return st.PPID
 }

@@ -55,7 +55,7 @@ func exampleRecords() []example {
 			Destination: &Destination{IP: netip.MustParseAddr("169.254.169.254"), Port: 80},
 			Network:     &Network{Transport: "tcp", Type: "ipv4"},
 			Event:       Event{Action: "connect"},
-			Ox: Ox{Kind: KindDenial, Session: session, Layer: LayerCgroup, Class: ClassNetwork,
+			Ox: Ox{Kind: KindDenial, Session: session, Layer: LayerCgroupNet, Class: ClassNetwork,
 				Errno: 1, Rule: "cloud metadata", Mode: "workspace-write"}}},
 		{"denial, dns", Record{Timestamp: at, Process: &Process{PID: 4250, Name: "curl"},
 			DNS:   &DNS{Question: DNSQuestion{Name: "exfil.example.net", Type: "A"}, ResponseCode: "REFUSED"},

@@ -29,10 +29,19 @@ const (
 // (oxsupervise.layer).
 type Layer string
 
+// The values are the ones docs/audit-schema.md and DESIGN §5 document; a
+// constant's name says which layer, its value is what records carry.
 const (
-	LayerBPFLSM     Layer = "bpf-lsm"
-	LayerCgroup     Layer = "cgroup"
+	LayerBPFLSM Layer = "bpf-lsm"
+	// LayerCgroupNet is the network layer: the connect/sendmsg BPF programs
+	// attached to the session's cgroup. (session.LayerCgroup is the cgroup
+	// itself.)
+	LayerCgroupNet  Layer = "cgroup"
 	LayerLandlock   Layer = "landlock"
+	LayerSeccomp    Layer = "seccomp"
+	// LayerQuarantine moved a protected entry the session created out of
+	// its writable roots (the Landlock path, package quarantine).
+	LayerQuarantine Layer = "quarantine"
 	LayerResolver   Layer = "resolver"
 	LayerSeatbelt   Layer = "seatbelt"
 	LayerJob        Layer = "job"
@@ -227,7 +236,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroup: true, LayerLandlock: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerQuarantine: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 

@@ -41,8 +41,8 @@ func TestValidateRejects(t *testing.T) {
 	}{
 		{"unknown kind", Record{Ox: Ox{Kind: "bogus"}}, `kind "bogus"`},
 		{"unknown layer", Record{Ox: Ox{Kind: KindSessionStart, Session: "s", Layer: "selinux"}}, `layer "selinux"`},
-		{"denial without op", Record{Ox: Ox{Kind: KindDenial, Layer: LayerCgroup, Class: ClassNetwork}}, "event.action"},
-		{"denial without class", Record{Event: Event{Action: "open"}, Ox: Ox{Kind: KindDenial, Layer: LayerCgroup}}, "class"},
+		{"denial without op", Record{Ox: Ox{Kind: KindDenial, Layer: LayerCgroupNet, Class: ClassNetwork}}, "event.action"},
+		{"denial without class", Record{Event: Event{Action: "open"}, Ox: Ox{Kind: KindDenial, Layer: LayerCgroupNet}}, "class"},
 		{"zero events lost", Record{Ox: Ox{Kind: KindEventsLost}}, "zero count"},
 		{"zero suppressed", Record{Ox: Ox{Kind: KindSuppressed}}, "zero count"},
 		{"session start without session", Record{Ox: Ox{Kind: KindSessionStart}}, "oxsupervise.session"},

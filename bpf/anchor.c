@@ -11,6 +11,9 @@
  * match there. Userspace opens every anchor, then reads this task_file
  * iterator over its own file table: for each fd, the (s_dev, i_ino) of
  * f_path.dentry->d_inode, the inode the walk will see.
+ *
+ * Hooks (it decides nothing):
+ *   iter/task_file  one anchor_record per open file of anchor_tgid
  */
 #include "common.h"
 

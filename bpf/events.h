@@ -4,10 +4,10 @@
  * in (DESIGN §5), the per-CPU count of reservations that failed, and the
  * per-session flood control in front of it.
  *
- * fs.c and net.c both declare these maps; userspace (package audit/bpfring)
- * creates them once and hands the same maps to both collections, so the
- * filesystem and network programs write to one stream with one loss
- * counter. Every event starts with struct oxs_event_header, which tells
+ * Every object that reports (fs.c, self.c, netfamily.c, net.c) declares
+ * these maps; userspace (package audit/bpfring) creates them once and
+ * hands the same maps to every collection, so the filesystem and network
+ * programs write to one stream with one loss counter. Every event starts with struct oxs_event_header, which tells
  * userspace whose record it is before it decodes the rest.
  *
  * Include after the headers that define __u32/__u64 and the libbpf map
@@ -18,7 +18,7 @@
 
 /* Which programs produced an event (oxs_event_header.source). */
 enum oxs_source {
-	OXS_SOURCE_FS = 1,  /* BPF-LSM filesystem and self-protection (fs.c) */
+	OXS_SOURCE_FS = 1,  /* BPF-LSM programs (fs.c, self.c, netfamily.c) */
 	OXS_SOURCE_NET = 2, /* cgroup network programs (net.c) */
 	OXS_SOURCES = 3,    /* bound of the values above: oxs_events_lost size */
 };

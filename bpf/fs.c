@@ -2,27 +2,51 @@
 /*
  * fs.c: BPF-LSM filesystem enforcement for sessions (DESIGN §3).
  *
- * Every program looks the caller's cgroup up in fs_sessions; a task in no
- * session is never affected. For a task in a session the target entry is
- * judged by inode ancestry, never by path strings: the walk goes up
- * d_parent from the entry and, at each level, looks the inode up in
+ * Every program looks the caller's cgroup up in fs_sessions (session.h); a
+ * task in no session is never affected. For a task in a session the target
+ * entry is judged by inode ancestry, never by path strings: the walk goes
+ * up d_parent from the entry and, at each level, looks the inode up in
  * fs_anchors ({session, s_dev, ino} -> writable root / protected / secret)
  * and feeds the component name to the protected-pattern NFA. The nearest
  * anchor decides. Aliases (bind mounts, chroot, mount namespaces, relative
  * paths, /proc/self/fd) do not change a dentry's parents, so they do not
  * change the verdict. A walk that runs out of steps refuses.
+ *
+ * Self-protection and the kernel's own interfaces are in self.c, socket
+ * families (the network policy's) in netfamily.c; the three objects share
+ * fs_sessions and the event maps.
+ *
+ * Hooks (each refuses with EACCES and an FS_OP_* event):
+ *   lsm/file_open            opening for writing or truncating, and for
+ *                            reading where reads are restricted, secret or
+ *                            a deny-read glob matches
+ *   lsm/file_receive         a writable fd received over SCM_RIGHTS, as an open
+ *   lsm/mmap_file            a shared writable mapping of a file
+ *   lsm/file_mprotect        PROT_WRITE added to a shared file mapping
+ *   lsm/unix_stream_connect  connect(2) to a pathname AF_UNIX stream socket
+ *   lsm/unix_may_send        connect(2)/sendto(2) to a pathname datagram socket
+ *   lsm/file_truncate        ftruncate(2), 6.2+ (optional: path_truncate
+ *                            covers it on older kernels)
+ *   lsm/path_truncate        truncate(2), and ftruncate(2) before 6.2
+ *   lsm/path_unlink          removing a name
+ *   lsm/path_rmdir           removing a directory
+ *   lsm/path_mkdir           creating a directory
+ *   lsm/path_mknod           creating a file or device (also open(O_CREAT))
+ *   lsm/path_symlink         creating a symlink
+ *   lsm/path_link            a hard link: its source and its new name
+ *   lsm/path_rename          both ends of a rename or exchange
+ *   lsm/path_chmod           chmod(2)
+ *   lsm/path_chown           chown(2)
+ *   lsm/inode_setattr        what no path hook sees (utimes); one of two
+ *                            variants is loaded, by the kernel's signature
+ *   lsm/inode_setxattr       setting an extended attribute
+ *   lsm/inode_removexattr    removing an extended attribute
  */
 #include "common.h"
 #include "fs.h"
+#include "session.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64); /* cgroup v2 id */
-	__type(value, struct fs_session);
-} fs_sessions SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -171,17 +195,6 @@ static long walk_step(__u32 level, struct walk *w)
 	}
 	w->dentry = (__u64)parent;
 	return 0;
-}
-
-/*
- * current_ppid is the caller's parent as the kernel knows it when it
- * refuses: the process may be gone before userspace reads the event, and
- * its parent names what it ran under.
- */
-static __always_inline __u32 current_ppid(void)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	return BPF_CORE_READ(task, real_parent, tgid);
 }
 
 /*
@@ -356,8 +369,8 @@ __noinline __u32 leaf_globs(const struct fs_session *sess, __u64 name, __u64 len
  */
 static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 {
-	__u64 cgroup_id = bpf_get_current_cgroup_id();
-	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
+	__u64 cgroup_id;
+	struct fs_session *sess = current_session(&cgroup_id);
 	if (!sess || kernel_private((struct dentry *)dentry))
 		return 0;
 
@@ -740,196 +753,4 @@ int BPF_PROG(fs_inode_removexattr, void *idmap, struct dentry *dentry, const cha
 	if (ret)
 		return ret;
 	return check((__u64)dentry, FS_OP_REMOVEXATTR, type_flags(dentry));
-}
-
-/*
- * Self-protection (DESIGN §2): a session may not load BPF, trace or
- * signal tasks outside its own cgroup (the supervisor above all), or push
- * keystrokes into a terminal.
- */
-
-struct kernfs_node___fs {
-	__u64 id;
-} __attribute__((preserve_access_index));
-
-struct cgroup___fs {
-	struct kernfs_node___fs *kn;
-} __attribute__((preserve_access_index));
-
-struct css_set___fs {
-	struct cgroup___fs *dfl_cgrp;
-} __attribute__((preserve_access_index));
-
-struct task_struct___fs {
-	struct css_set___fs *cgroups;
-	pid_t tgid;
-} __attribute__((preserve_access_index));
-
-#define TIOCSTI 0x5412
-#define TIOCLINUX 0x541C
-
-static __noinline int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, __u32 family)
-{
-	struct fs_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_FS, sizeof(*e));
-	if (!e)
-		return -EPERM;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct fs_event, comm) - sizeof(e->hdr));
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->op = op;
-	e->errno_ = EPERM;
-	e->kind = FS_KIND_SELF;
-	e->target_pid = target_pid;
-	e->family = family;
-	e->ppid = current_ppid();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	oxs_event_submit(e);
-	return -EPERM;
-}
-
-static __always_inline bool in_session(__u64 *cgroup_id)
-{
-	*cgroup_id = bpf_get_current_cgroup_id();
-	return bpf_map_lookup_elem(&fs_sessions, cgroup_id) != NULL;
-}
-
-static __always_inline bool same_cgroup(void *task, __u64 cgroup_id)
-{
-	struct task_struct___fs *t = task;
-	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) == cgroup_id;
-}
-
-SEC("lsm/bpf")
-int BPF_PROG(fs_bpf, int cmd, void *attr, unsigned int size, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_BPF, 0, 0);
-}
-
-SEC("lsm/ptrace_access_check")
-int BPF_PROG(fs_ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id) || same_cgroup(child, cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_PTRACE, BPF_CORE_READ((struct task_struct___fs *)child, tgid), 0);
-}
-
-SEC("lsm/task_kill")
-int BPF_PROG(fs_task_kill, struct task_struct *p, void *info, int sig, const struct cred *cred, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id) || same_cgroup(p, cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_KILL, BPF_CORE_READ((struct task_struct___fs *)p, tgid), 0);
-}
-
-SEC("lsm/file_ioctl")
-int BPF_PROG(fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || (cmd != TIOCSTI && cmd != TIOCLINUX) || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_TIOCSTI, 0, 0);
-}
-
-/*
- * Guards socket(2) of families the cgroup network programs cannot see:
- * AF_PACKET reads and writes raw frames, AF_VSOCK reaches the hypervisor
- * host, others reach hardware. Where the network policy is not full, only
- * the families it covers are allowed (AF_UNIX is judged on connect,
- * AF_NETLINK is how the C library learns the interfaces).
- */
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
-#define AF_NETLINK 16
-
-SEC("lsm/socket_create")
-int BPF_PROG(fs_socket_create, int family, int type, int protocol, int kern, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || kern || family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK)
-		return ret;
-	cgroup_id = bpf_get_current_cgroup_id();
-	struct fs_session *sess = bpf_map_lookup_elem(&fs_sessions, &cgroup_id);
-	if (!sess || !(sess->flags & FS_SESSION_INET_ONLY))
-		return 0;
-	return refuse_self(cgroup_id, FS_OP_SOCKET, 0, family);
-}
-
-/* Guards module autoloading (request_module) on the session's behalf. */
-SEC("lsm/kernel_module_request")
-int BPF_PROG(fs_kernel_module_request, char *kmod_name, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_MODULE, 0, 0);
-}
-
-/* Guards finit_module, kexec_file_load, firmware and policy loads from a file. */
-SEC("lsm/kernel_read_file")
-int BPF_PROG(fs_kernel_read_file, struct file *file, int id, bool contents, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0, 0);
-}
-
-/* Guards init_module and kexec_load from a buffer. */
-SEC("lsm/kernel_load_data")
-int BPF_PROG(fs_kernel_load_data, int id, bool contents, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_KERNEL_LOAD, 0, 0);
-}
-
-/*
- * Mounts change which inode a path names: a bind mount of a writable
- * directory over .git/hooks would plant hooks that the user's git, outside
- * the session, runs. A session mounts nothing.
- */
-SEC("lsm/sb_mount")
-int BPF_PROG(fs_sb_mount, const char *dev_name, const struct path *path, const char *type, unsigned long flags,
-	     void *data, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
-}
-
-SEC("lsm/move_mount")
-int BPF_PROG(fs_move_mount, const struct path *from_path, const struct path *to_path, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
-}
-
-SEC("lsm/sb_umount")
-int BPF_PROG(fs_sb_umount, struct vfsmount *mnt, int flags, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
-}
-
-SEC("lsm/sb_pivotroot")
-int BPF_PROG(fs_sb_pivotroot, const struct path *old_path, const struct path *new_path, int ret)
-{
-	__u64 cgroup_id;
-	if (ret || !in_session(&cgroup_id))
-		return ret;
-	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
 }

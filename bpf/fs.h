@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * fs.h: the data shared between the BPF-LSM filesystem programs (fs.c) and
- * userspace (package fsguard). Every struct here is mirrored by a Go type
+ * fs.h: the data shared between the BPF-LSM programs (fs.c, self.c,
+ * netfamily.c) and userspace (package fsguard). Every struct here is mirrored by a Go type
  * that bpf2go generates, so fields are laid out without implicit padding.
  */
 #ifndef OXS_FS_H

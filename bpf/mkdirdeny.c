@@ -4,6 +4,10 @@
  * with EPERM for processes whose cgroup is listed in deny_mkdir_cgroups.
  * It proves the whole chain (build, load, attach, per-cgroup lookup,
  * errno to userspace) on a kernel before the real filesystem programs do.
+ * Test-only: loaded by loader's tests through loader/internal/mkdirdeny.
+ *
+ * Hooks:
+ *   lsm/path_mkdir  mkdir(2) in a listed cgroup: EPERM, no event
  */
 #include "common.h"
 

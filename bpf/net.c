@@ -16,7 +16,22 @@
  * entry only when it names exactly that address.
  *
  * Only UAPI types are used (bpf_sock_addr, bpf_sock, __sk_buff), so the
- * object needs no BTF of the running kernel and no CO-RE.
+ * object needs no BTF of the running kernel and no CO-RE. The network
+ * policy's one BPF-LSM program, on socket families these hooks never see,
+ * is in netfamily.c.
+ *
+ * Hooks (a refusal returns 0, which the kernel turns into EPERM, and sends
+ * a net_event):
+ *   cgroup/connect4, connect6    connect(2): allow list, loopback setting,
+ *                                metadata; DNS is redirected to the resolver
+ *   cgroup/sendmsg4, sendmsg6    sendto(2) on unconnected UDP, the same
+ *   cgroup/recvmsg4, recvmsg6    nothing refused: a redirected DNS reply
+ *                                gets the address the program asked back
+ *   cgroup/sock_create           raw and ICMP sockets, unless the policy is full
+ *   cgroup/post_bind4, post_bind6  nothing refused: marks the socket as the
+ *                                session's, bound (for loopback = session)
+ *   cgroup_skb/egress            the floor: drops any packet of a session
+ *                                socket to a refused destination
  */
 #include <stdbool.h>
 #include <linux/bpf.h>

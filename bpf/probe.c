@@ -3,6 +3,10 @@
  * probe.c: the smallest programs that tell whether this kernel accepts a
  * program type and attach point. They decide nothing: loading and attaching
  * them is the probe; they are detached straight away.
+ *
+ * Hooks (each allows everything):
+ *   lsm/file_open    does BPF-LSM load and attach (loader.ProbeBPFLSM)
+ *   cgroup/connect4  do cgroup sock_addr programs (loader.ProbeCgroupSockAddr)
  */
 #include "common.h"
 

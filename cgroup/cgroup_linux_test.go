@@ -19,26 +19,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
-// helperEnv makes the test binary act as a helper process instead of
-// running tests (see TestMain).
-const helperEnv = "OXS_CGROUP_TEST_HELPER"
+// ops are what the test binary does as a helper process (testutil.RunOp).
+var ops = map[string]testutil.Op{"threads": threadsHelper}
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "threads" {
-		threadsHelper()
-		return
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
 // threadsHelper pins goroutines to their own OS threads so the process has
 // several threads for the move test, then waits to be killed.
-func threadsHelper() {
+func threadsHelper([]string) int {
 	const extra = 4
 	ready := make(chan struct{})
 	for range extra {
@@ -55,6 +53,7 @@ func threadsHelper() {
 	// A sleep, not select{}: with every goroutine blocked forever the runtime
 	// would abort the helper as deadlocked.
 	time.Sleep(time.Hour)
+	return 0
 }
 
 // independentCgroup2Mount finds the cgroup2 mount with its own few lines,
@@ -222,12 +221,7 @@ func testAddProcess(t *testing.T, groupType string) {
 			t.Fatalf("make the group threaded: %v", err)
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"=threads")
+	cmd := testutil.OpCommand("threads")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -331,14 +325,7 @@ func TestFreezeThaw(t *testing.T) {
 	}
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
+func alive(pid int) bool { return procfs.Alive(pid) }
 
 func TestKillReachesEscapedGrandchild(t *testing.T) {
 	tests := []struct {

@@ -25,16 +25,17 @@ func Tasks(pid int) ([]int, error)                                    { return n
 func Children(pid int) ([]int, error)                                 { return nil, errUnsupported }
 func Descendants(pid int) ([]int, error)                              { return nil, errUnsupported }
 
-func (g *Group) OpenFD() (*os.File, error)           { return nil, errUnsupported }
-func (g *Group) AddProcess(pid int) error            { return errUnsupported }
-func (g *Group) AddThread(tid int) error             { return errUnsupported }
-func (g *Group) Procs() ([]int, error)               { return nil, errUnsupported }
-func (g *Group) Threads() ([]int, error)             { return nil, errUnsupported }
-func (g *Group) Type() (string, error)               { return "", errUnsupported }
-func (g *Group) Populated() (bool, error)            { return false, errUnsupported }
-func (g *Group) Frozen() (bool, error)               { return false, errUnsupported }
-func (g *Group) Freeze(ctx context.Context) error    { return errUnsupported }
-func (g *Group) Thaw(ctx context.Context) error      { return errUnsupported }
-func (g *Group) Kill(ctx context.Context) error      { return errUnsupported }
-func (g *Group) WaitEmpty(ctx context.Context) error { return errUnsupported }
-func (g *Group) Remove(ctx context.Context) error    { return errUnsupported }
+func (g *Group) OpenFD() (*os.File, error)                { return nil, errUnsupported }
+func (g *Group) AddProcess(pid int) error                 { return errUnsupported }
+func (g *Group) AddThread(tid int) error                  { return errUnsupported }
+func (g *Group) Procs() ([]int, error)                    { return nil, errUnsupported }
+func (g *Group) Threads() ([]int, error)                  { return nil, errUnsupported }
+func (g *Group) Type() (string, error)                    { return "", errUnsupported }
+func (g *Group) Populated() (bool, error)                 { return false, errUnsupported }
+func (g *Group) Frozen() (bool, error)                    { return false, errUnsupported }
+func (g *Group) Freeze(ctx context.Context) error         { return errUnsupported }
+func (g *Group) Thaw(ctx context.Context) error           { return errUnsupported }
+func (g *Group) Kill(ctx context.Context) error           { return errUnsupported }
+func (g *Group) WaitEmpty(ctx context.Context) error      { return errUnsupported }
+func (g *Group) WaitEnd(ctx context.Context) (End, error) { return 0, errUnsupported }
+func (g *Group) Remove(ctx context.Context) error         { return errUnsupported }

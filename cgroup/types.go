@@ -44,3 +44,13 @@ type Group struct {
 	mount string // cgroup2 mount point
 	rel   string // Path relative to mount, with a leading "/"
 }
+
+// End says how WaitEnd's wait ended.
+type End int
+
+const (
+	// Emptied: no live task is left in the group or below it.
+	Emptied End = iota + 1
+	// Removed: the group directory no longer exists.
+	Removed
+)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -27,21 +28,8 @@ import (
 const DefaultStateDir = "/run/oxsupervise/daemon"
 
 // DefaultPinDir is where BPF maps and links are pinned so that enforcement
-// outlives the daemon.
-const DefaultPinDir = "/sys/fs/bpf/oxsupervise"
-
-// Enforcer is the hook for enforcement the daemon loads once and pins
-// (BPF-LSM programs, cgroup network programs and their maps). On start the
-// daemon calls Adopt with the pin directory and the sessions still alive,
-// so the enforcer reuses pinned objects (or loads and pins new ones) and
-// drops map entries of sessions that are gone; Layer is then applied to
-// every session the daemon creates or attaches. Nothing is unpinned when
-// the daemon stops or crashes: sessions stay confined (fail closed).
-type Enforcer interface {
-	Name() string
-	Adopt(ctx context.Context, pinDir string, live []session.Status) error
-	Layer() session.SessionLayer
-}
+// outlives the daemon (see package host).
+const DefaultPinDir = host.DefaultPinDir
 
 type managedState struct {
 	ID        string           `json:"id"`
@@ -185,14 +173,7 @@ func (s *Server) adopt(ctx context.Context) []string {
 		}
 	}
 	notes = append(notes, s.retirePinned(ctx)...)
-	for _, en := range s.opts.Enforcers {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := en.Adopt(actx, s.pinDir(), alive); err != nil {
-			notes = append(notes, fmt.Sprintf("adopt: enforcer %s: %v", en.Name(), err))
-		}
-		cancel()
-	}
-	if len(s.opts.Enforcers) == 0 && s.enf.pinErr != nil {
+	if s.enf.pinErr != nil {
 		if _, err := os.Stat(s.pinDir()); err == nil {
 			notes = append(notes, fmt.Sprintf("adopt: %s exists but this daemon cannot pin (%v): whatever is pinned there is left alone", s.pinDir(), s.enf.pinErr))
 		} else if !errors.Is(err, fs.ErrNotExist) {
@@ -224,15 +205,6 @@ func (s *Server) pinDir() string {
 		return s.opts.PinDir
 	}
 	return DefaultPinDir
-}
-
-// layers are the session layers of the configured enforcers.
-func (s *Server) layers(extra ...session.SessionLayer) []session.SessionLayer {
-	out := make([]session.SessionLayer, 0, len(s.opts.Enforcers)+len(extra))
-	for _, en := range s.opts.Enforcers {
-		out = append(out, en.Layer())
-	}
-	return append(out, extra...)
 }
 
 // retirePinned retires the pinned generations earlier daemons left, once

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -59,6 +61,8 @@ type PolicyFlags struct {
 	Net           string   `json:"net,omitempty"`
 	AllowNet      []string `json:"allow_net,omitempty"`
 	ConfigFile    string   `json:"config_file,omitempty"`
+	// Agent is --agent: an agent profile name, or "none".
+	Agent string `json:"agent,omitempty"`
 }
 
 // RunRequest is the body of POST /sessions. The request must carry exactly
@@ -66,8 +70,10 @@ type PolicyFlags struct {
 // SCM_RIGHTS on its bytes.
 type RunRequest struct {
 	Argv []string `json:"argv"`
-	// Env is the client's environment; the session scrubs it per policy,
-	// and the daemon replaces HOME, USER and LOGNAME with the user's.
+	// Env is the client's environment; the daemon gives it the user's
+	// identity (session.UserEnv: HOME, USER and LOGNAME the user's, no
+	// MAIL, no inherited session marker) and the session scrubs it per
+	// policy.
 	Env []string `json:"env,omitempty"`
 	// Dir is the command's working directory (absolute).
 	Dir    string      `json:"dir"`
@@ -80,6 +86,13 @@ type AttachRequest struct {
 	Policy PolicyFlags `json:"policy"`
 	// Dir is the client's directory: the default workspace.
 	Dir string `json:"dir"`
+}
+
+// AttachResult is the answer to POST /sessions/attach (201): the session's
+// registry entry and the warnings of building its boundary.
+type AttachResult struct {
+	Session  session.Entry `json:"session"`
+	Warnings []string      `json:"warnings"`
 }
 
 // SignalRequest is the body of POST /sessions/{id}/signal: a signal the
@@ -135,6 +148,15 @@ type CheckResponse struct {
 const (
 	ReasonDoomLoop    = "doom_loop"
 	DoomLoopThreshold = 3
+)
+
+// Approval kinds.
+const (
+	KindExcludedCommand    = "excluded_command"
+	KindUnsandboxedCommand = "unsandboxed_command"
+	// KindHostname is a DNS lookup of a name no network.allow entry
+	// matches, held by the session's resolver (unknown_hosts = "ask").
+	KindHostname = "hostname"
 )
 
 // Approval is one pending request, as GET /permission lists it.

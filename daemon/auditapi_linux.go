@@ -97,18 +97,14 @@ func parseAuditQuery(v url.Values) (AuditQuery, error) {
 // newline-delimited JSON lines of the log: root and admins get every
 // record, a user only those of their own sessions. With follow it goes on
 // until the client disconnects.
-func (s *Server) auditTail(w http.ResponseWriter, r *http.Request) {
-	p, err := requestPeer(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, who *caller) {
+	p := who.Peer
 	q, err := parseAuditQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	admin := s.isAdmin(p)
+	admin := who.admin()
 	filter := audit.Filter{Session: q.Session, PID: q.PID, Op: q.Op, Since: q.Since}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)

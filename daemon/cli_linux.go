@@ -25,12 +25,12 @@ func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Fla
 	cwd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(errOut, "oxsupervise run: current directory: %v\n", err)
-		return exitFail
+		return ExitFail
 	}
 	pf, err := RequestFlags(flags, cwd)
 	if err != nil {
 		fmt.Fprintf(errOut, "oxsupervise run: %v\n", err)
-		return exitUsage
+		return ExitUsage
 	}
 	c := &Client{Socket: socket}
 	ctx, cancel := context.WithCancel(ctx)
@@ -70,20 +70,17 @@ func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Fla
 	switch {
 	case errors.As(err, &de):
 		fmt.Fprintf(errOut, "oxsupervise run: %s; nothing ran\n", de.Message)
-		if de.Code == "bad_request" || de.Code == "policy" || de.Code == "unknown_field" {
-			return exitUsage
-		}
-		return exitNoBoundary
+		return ExitCode(de, ExitNoBoundary)
 	case err != nil:
 		mu.Lock()
 		started := sid != ""
 		mu.Unlock()
 		if started {
 			fmt.Fprintf(errOut, "oxsupervise run: lost the daemon during session %s: %v\n", sid, err)
-			return exitFail
+			return ExitFail
 		}
 		fmt.Fprintf(errOut, "oxsupervise run: %v; nothing ran\n", err)
-		return exitNoBoundary
+		return ExitCode(err, ExitNoBoundary)
 	case final.Event == "error":
 		fmt.Fprintf(errOut, "oxsupervise run: %s\n", final.Message)
 		return final.Code

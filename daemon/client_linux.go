@@ -218,12 +218,6 @@ func (c *Client) Signal(ctx context.Context, id string, sig int) error {
 	return c.do(ctx, http.MethodPost, "/sessions/"+id+"/signal", SignalRequest{Signal: sig}, nil)
 }
 
-// AttachResult is the answer to an attach.
-type AttachResult struct {
-	Session  session.Entry `json:"session"`
-	Warnings []string      `json:"warnings"`
-}
-
 // Attach confines a process of the caller's.
 func (c *Client) Attach(ctx context.Context, req AttachRequest) (AttachResult, error) {
 	var out AttachResult

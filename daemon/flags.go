@@ -7,13 +7,6 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// Exit statuses RunCLI shares with `oxsupervise run`.
-const (
-	exitFail       = 1
-	exitUsage      = 2
-	exitNoBoundary = 125
-)
-
 // RequestFlags converts parsed CLI policy flags into the daemon's request
 // form, with relative paths made absolute against the client's directory.
 // --audit-log is refused: the daemon decides where audit records go.
@@ -32,7 +25,7 @@ func RequestFlags(f *policy.Flags, cwd string) (PolicyFlags, error) {
 	}
 	out := PolicyFlags{
 		Sandbox: f.Sandbox, FullAuto: f.FullAuto, Yolo: f.Yolo, Workspace: abs(f.Workspace),
-		Net: f.Net, AllowNet: f.AllowNet, ConfigFile: abs(f.ConfigFile),
+		Net: f.Net, AllowNet: f.AllowNet, ConfigFile: abs(f.ConfigFile), Agent: f.Agent,
 	}
 	for _, r := range f.WritableRoots {
 		out.WritableRoots = append(out.WritableRoots, abs(r))

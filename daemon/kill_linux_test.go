@@ -257,7 +257,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 	// the adopting daemon counts it in one events_lost record.
 	var unaudited uint64
 	for _, r := range readRecords(t, w.audit) {
-		if r.Ox.Kind == audit.KindEventsLost && r.Ox.Layer == audit.LayerCgroup {
+		if r.Ox.Kind == audit.KindEventsLost && r.Ox.Layer == audit.LayerCgroupNet {
 			unaudited += r.Ox.EventsLost
 		}
 	}
@@ -302,7 +302,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 func denialsByDest(recs []audit.Record, id, dest string) []audit.Record {
 	var out []audit.Record
 	for _, r := range recs {
-		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroup && r.Destination != nil &&
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroupNet && r.Destination != nil &&
 			netip.AddrPortFrom(r.Destination.IP, r.Destination.Port).String() == dest {
 			out = append(out, r)
 		}

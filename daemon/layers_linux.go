@@ -16,20 +16,25 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/openoxide/oxsupervise/audit"
-	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
 
-// enforcement holds the session layers the daemon builds once at start and
-// applies to every session it creates or attaches (DESIGN §1: BPF is
-// loaded once and serves every session). A layer that could not be built
-// is nil with the reason kept: the sessions then get what package session
-// falls back to (Landlock, an empty network namespace for network none),
-// or are refused with that reason when nothing can enforce their policy.
+// enforcement is the daemon's enforcement host (package host), opened
+// once at start with every BPF layer and applied to every session the
+// daemon creates or attaches (DESIGN §1: BPF is loaded once and serves
+// every session), and the teardowns of attach sessions. A layer that could
+// not be built is nil with the reason kept: the planner then gives the
+// sessions its fallback (Landlock, an empty network namespace for network
+// none) or refuses them with that reason.
 type enforcement struct {
+	host        *host.Host
+	unavailable map[string]bool
+
 	net    *session.NetworkLayer
 	netErr error
 	fs     *session.FSLayer
@@ -43,49 +48,30 @@ type enforcement struct {
 	attached map[uint64][]teardown
 
 	// pins are the pinned generations of the layers this daemon built
-	// (see pinned), pinErr why nothing could be pinned.
+	// (host.Generations), pinErr why nothing could be pinned.
 	pins   []*pinnedSet
 	pinErr error
-
-	// ring is the ring buffer both layers report refusals in, nil when
-	// it could not be opened (and no BPF layer was built).
-	ring *bpfring.Ring
 }
 
-// buildEnforcement builds the layers. It never fails: a layer that cannot
-// be built is logged at error level and left out.
+// buildEnforcement opens the host. It never fails: a layer that cannot be
+// built is logged at error level and left out.
 func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcement {
-	e := &enforcement{attached: map[uint64][]teardown{}}
 	pinDir := opts.PinDir
 	if pinDir == "" {
 		pinDir = DefaultPinDir
 	}
-	e.pinErr = loader.EnsurePinDir(pinDir)
+	h := host.Open(host.Options{
+		Cgroup: opts.Cgroup, KernelBuffer: opts.KernelBuffer, ResolverUpstream: opts.ResolverUpstream,
+		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn,
+	}, planner.Want{BPFLSM: true, Network: true})
+	e := &enforcement{host: h, unavailable: opts.Unavailable, attached: map[uint64][]teardown{},
+		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), pinErr: h.PinErr()}
 	if e.pinErr != nil {
 		zl.Error().Err(e.pinErr).Str("pin_dir", pinDir).
 			Msg("enforcement is NOT pinned: a crash or kill -9 of the daemon leaves attach sessions without their BPF rules until the next start applies them again")
 	}
-	ring, ringErr := bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: warn})
-	if ringErr != nil {
-		ringErr = fmt.Errorf("open the kernel event ring buffer: %w", ringErr)
-	} else {
-		e.ring = ring
-		zl.Info().Int("bytes", ring.Size()).Msg("kernel event ring buffer open")
-	}
-	switch {
-	case opts.Unavailable[session.LayerNetwork]:
-		e.netErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
-	case ringErr != nil:
-		e.netErr = ringErr
-	default:
-		parent, err := cgroup.ParentDir(opts.Cgroup)
-		if err == nil {
-			err = e.pinned(pinDir, netPins(), zl, func() (err error) {
-				e.net, err = session.NewNetworkLayer(session.NetworkConfig{Parent: parent, Upstream: opts.ResolverUpstream, Events: ring, Warn: warn})
-				return err
-			})
-		}
-		e.netErr = err
+	if r := h.Ring(); r != nil {
+		zl.Info().Int("bytes", r.Size()).Msg("kernel event ring buffer open")
 	}
 	if e.netErr != nil {
 		zl.Error().Str("layer", session.LayerNetwork).Err(e.netErr).
@@ -93,66 +79,35 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	} else {
 		zl.Info().Str("layer", session.LayerNetwork).Msg("cgroup network layer built")
 	}
-	switch {
-	case opts.Unavailable[session.LayerBPFLSM]:
-		e.fsErr = errors.New("marked unavailable by " + session.ForceUnavailableEnv)
-	case ringErr != nil:
-		e.fsErr = ringErr
-	default:
-		e.fsErr = loader.ProbeBPFLSM()
-		if e.fsErr == nil {
-			err := e.pinned(pinDir, fsPins(), zl, func() (err error) {
-				e.fs, err = session.NewFSLayer(session.FSConfig{Events: ring, Warn: warn})
-				return err
-			})
-			if err != nil {
-				e.fsErr = fmt.Errorf("BPF-LSM is usable but the filesystem programs did not load: %w", err)
-			}
-		}
-	}
 	if e.fsErr != nil {
 		zl.Warn().Str("layer", session.LayerBPFLSM).Err(e.fsErr).
 			Msg("BPF-LSM filesystem layer NOT built: run sessions use Landlock and the mount namespace; attach sessions get no filesystem rules (and are told so)")
 	} else {
 		zl.Info().Str("layer", session.LayerBPFLSM).Strs("hooks", e.fs.Hooks()).Msg("BPF-LSM filesystem layer built")
 	}
-	if e.fs == nil && e.net == nil && e.ring != nil {
-		e.ring.Close()
-		e.ring = nil
+	for _, spec := range []pinSpec{fsPins(), netPins()} {
+		if err := h.PinFailed(spec.layer); err != nil {
+			zl.Error().Str("layer", spec.layer).Err(err).
+				Msg("layer NOT pinned: a crash or kill -9 of the daemon takes its rules away from attach sessions until the next start")
+		}
+		if p, ok := h.Pins(spec.layer); ok {
+			e.pins = append(e.pins, &pinnedSet{spec: spec, set: p.Set, gen: p.Generation, old: p.Old})
+			links, _ := p.Generation.Links()
+			zl.Info().Str("layer", spec.layer).Str("pins", p.Generation.Dir).Int("links", len(links)).
+				Int("older_generations", len(p.Old)).Msg("layer pinned")
+		}
 	}
 	return e
 }
 
-// needsNetworkLayer mirrors the CLI: network full with every loopback
-// service reachable is the only policy the cgroup programs add nothing to.
-func needsNetworkLayer(c *policy.Compiled) bool {
-	n := c.Network
-	return !(n.Policy == policy.NetFull && (n.Loopback == policy.LoopbackAll || n.Loopback == ""))
-}
-
-// forSession returns the layers c needs and the warnings for what a
-// missing layer leaves to a fallback. verb is "run" or "attach". A policy
-// nothing can enforce gets no warning here: session.Run/Attach refuse it
-// (exit 125), and the warning says why the daemon has no such layer.
-func (e *enforcement) forSession(verb string, c *policy.Compiled) ([]session.SessionLayer, []string) {
-	var out []session.SessionLayer
-	var warnings []string
-	if c.FilesystemRules && e.fs != nil {
-		out = append(out, e.fs)
+// forSession decides c's layers for verb on the daemon's host (package
+// planner) and returns the plan with the layers it applies.
+func (e *enforcement) forSession(verb planner.Verb, c *policy.Compiled) (*planner.Plan, []session.SessionLayer, error) {
+	plan, err := e.host.Plan(verb, c, planner.Probe(e.unavailable))
+	if err != nil {
+		return nil, nil, err
 	}
-	if needsNetworkLayer(c) {
-		switch {
-		case e.net != nil:
-			out = append(out, e.net)
-		case c.Network.Policy == policy.NetFull:
-			warnings = append(warnings, fmt.Sprintf("cgroup network layer unavailable in the daemon (%v): network loopback = %q is NOT enforced; the session reaches every loopback service", e.netErr, c.Network.Loopback))
-		case verb == "run" && (c.Network.Policy == policy.NetNone || c.Network.Policy == ""):
-			warnings = append(warnings, fmt.Sprintf("cgroup network layer unavailable in the daemon (%v): network none is enforced with an empty network namespace instead, and refusals are not audited", e.netErr))
-		default:
-			warnings = append(warnings, fmt.Sprintf("cgroup network layer unavailable in the daemon (%v)", e.netErr))
-		}
-	}
-	return out, warnings
+	return plan, e.host.Layers(plan), nil
 }
 
 // recording wraps a layer for session.Attach, which does not tear layers
@@ -206,13 +161,18 @@ type teardown struct {
 	fn   func(context.Context) error
 }
 
+// record wraps l so that its teardown is recorded for release.
+func (e *enforcement) record(l session.SessionLayer) session.SessionLayer {
+	return recording{SessionLayer: l, e: e}
+}
+
 // forAttach is forSession with every layer recorded for release.
-func (e *enforcement) forAttach(c *policy.Compiled) ([]session.SessionLayer, []string) {
-	ls, warnings := e.forSession("attach", c)
+func (e *enforcement) forAttach(c *policy.Compiled) (*planner.Plan, []session.SessionLayer, error) {
+	plan, ls, err := e.forSession(planner.Attach, c)
 	for i, l := range ls {
-		ls[i] = recording{SessionLayer: l, e: e}
+		ls[i] = e.record(l)
 	}
-	return ls, warnings
+	return plan, ls, err
 }
 
 // release removes an attach session's rules (writing its last refusals
@@ -270,11 +230,10 @@ func (e *enforcement) close(zl zerolog.Logger) error {
 	if e.net != nil {
 		closeLayer(session.LayerNetwork, e.net.Close)
 	}
-	if e.ring != nil {
-		// What the pinned programs report from now on stays in the pinned
-		// ring buffer, counted by the next daemon (reportUnaudited).
-		errs = append(errs, e.ring.Close())
-	}
+	// The layers are closed or left to their pins: what is left is the
+	// ring buffer. What the pinned programs report from now on stays in
+	// the pinned ring buffer, counted by the next daemon (reportUnaudited).
+	errs = append(errs, e.host.CloseRing())
 	if !kept && len(e.pins) > 0 {
 		// Empty now, unless generations this daemon could not retire
 		// are left: those keep enforcing.
@@ -347,12 +306,12 @@ func (s *Server) reapply(ctx context.Context, st session.Status, c *policy.Compi
 		cc.Network.Policy = policy.NetNone
 		c = &cc
 	}
-	ls, warnings := s.enf.forAttach(c)
-	for _, w := range warnings {
-		s.zl.Warn().Str("session", st.ID).Msg(w)
+	plan, ls, err := s.enf.forAttach(c)
+	if err != nil {
+		return err
 	}
-	if c.Network.Policy != policy.NetFull && s.enf.net == nil {
-		return fmt.Errorf("its network policy %q needs the cgroup network layer: %w", c.Network.Policy, s.enf.netErr)
+	for _, w := range plan.Warnings {
+		s.zl.Warn().Str("session", st.ID).Msg(w)
 	}
 	// The group, not the record, says which cgroup id the kernel reports.
 	g, err := cgroup.OpenSession(s.opts.Cgroup, st.ID)
@@ -381,11 +340,11 @@ type pinSpec struct {
 }
 
 func fsPins() pinSpec {
-	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
+	return pinSpec{layer: session.LayerBPFLSM, set: host.SetName(session.LayerBPFLSM), sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
 }
 
 func netPins() pinSpec {
-	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroup}
+	return pinSpec{layer: session.LayerNetwork, set: host.SetName(session.LayerNetwork), sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroupNet}
 }
 
 // pinnedSet is one layer's objects pinned by this daemon (gen) and the
@@ -397,59 +356,6 @@ type pinnedSet struct {
 	set  loader.PinSet
 	gen  loader.Generation
 	old  []loader.Generation
-}
-
-// pinned runs build, which loads one layer, and pins the links and maps
-// it loaded as a new generation of spec's set. The layers (package
-// session) own their objects and know nothing of pins, so what to pin is
-// told by the BPF descriptors this process gained during build. When
-// pinning is off or fails the layer works unpinned, which is logged at
-// error level: it enforces as long as the daemon lives.
-func (e *enforcement) pinned(pinDir string, spec pinSpec, zl zerolog.Logger, build func() error) error {
-	if e.pinErr != nil {
-		return build()
-	}
-	set := loader.PinSet{Dir: filepath.Join(pinDir, spec.set)}
-	old, listErr := set.Generations()
-	before, heldErr := loader.Held()
-	if err := build(); err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		zl.Error().Str("layer", spec.layer).Err(err).
-			Msg("layer NOT pinned: a crash or kill -9 of the daemon takes its rules away from attach sessions until the next start")
-		return nil
-	}
-	if err := errors.Join(listErr, heldErr); err != nil {
-		return fail(err)
-	}
-	after, err := loader.Held()
-	if err != nil {
-		return fail(err)
-	}
-	objs := after.Since(before)
-	if len(objs.Links) == 0 {
-		return fail(errors.New("the layer holds no BPF link of its own to pin"))
-	}
-	// The shared event maps were created before the layer: they are
-	// pinned with each layer that reports through them.
-	if e.ring != nil {
-		ids, err := e.ring.Maps().IDs()
-		if err != nil {
-			return fail(err)
-		}
-		for _, id := range ids {
-			objs.Maps[id] = true
-		}
-	}
-	gen, err := set.Pin(objs)
-	if err != nil {
-		return fail(err)
-	}
-	e.pins = append(e.pins, &pinnedSet{spec: spec, set: set, gen: gen, old: old})
-	zl.Info().Str("layer", spec.layer).Str("pins", gen.Dir).Int("links", len(objs.Links)).Int("maps", len(objs.Maps)).
-		Int("older_generations", len(old)).Msg("layer pinned")
-	return nil
 }
 
 func (e *enforcement) pinnedSet(layer string) *pinnedSet {

@@ -60,7 +60,7 @@ func (s *Server) startMetrics(ctx context.Context, cfg policy.Observability, sta
 	}
 	m := metrics.New(
 		func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.sessions)) },
-		func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.pending)) },
+		func() float64 { return float64(len(s.pending.list(func(*Approval) bool { return true }))) },
 	)
 	addr, err := m.Serve(ctx, cfg.MetricsListen)
 	if err != nil {

@@ -114,7 +114,7 @@ func readRecords(t *testing.T, path string) []audit.Record {
 func denialsOf(recs []audit.Record, id string) map[string]audit.Record {
 	out := map[string]audit.Record{}
 	for _, r := range recs {
-		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroup && r.Destination != nil {
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Session == id && r.Ox.Layer == audit.LayerCgroupNet && r.Destination != nil {
 			out[netip.AddrPortFrom(r.Destination.IP, r.Destination.Port).String()] = r
 		}
 	}

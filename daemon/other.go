@@ -29,12 +29,9 @@ type Options struct {
 	MaxConns, MaxConnsPerUID, KernelBuffer                               int
 }
 
-// Defaults the daemon flags show on every OS.
-const (
-	DefaultPinDir         = "/sys/fs/bpf/oxsupervise"
-	DefaultMaxConns       = 512
-	DefaultMaxConnsPerUID = 64
-)
+// DefaultPinDir is the pin directory the daemon flags show on every OS
+// (on Linux: adopt_linux.go).
+const DefaultPinDir = "/sys/fs/bpf/oxsupervise"
 
 // Server is the daemon (Linux only).
 type Server struct{}
@@ -47,12 +44,6 @@ func (s *Server) Serve(context.Context) error { return errNotSupported }
 
 // Client talks to the daemon (Linux only).
 type Client struct{ Socket string }
-
-// AttachResult is the answer to an attach.
-type AttachResult struct {
-	Session  session.Entry `json:"session"`
-	Warnings []string      `json:"warnings"`
-}
 
 // Available is false: there is no daemon on this OS.
 func Available(string) bool { return false }
@@ -78,5 +69,5 @@ func (c *Client) Check(context.Context, CheckRequest) (CheckResponse, error) {
 // RunCLI fails: the daemon is Linux only.
 func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Flags, errOut io.Writer) int {
 	fmt.Fprintf(errOut, "oxsupervise run: %v\n", errNotSupported)
-	return exitNoBoundary
+	return ExitNoBoundary
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -64,16 +65,30 @@ func (o *otlpReceiver) denials() []map[string]string {
 	return out
 }
 
-const otlpWrites = 3
+const otlpReads = 3
 
-// refuseWrites runs a session of nobody that is refused otlpWrites writes
-// outside its workspace and returns the denial records of the log.
-func refuseWrites(t *testing.T, w *world) []audit.Record {
+// deniedPolicy is managed policy that makes outside/secret unreadable in
+// sessions, plus extra lines.
+func deniedPolicy(t *testing.T, w *world, extra string) {
 	t.Helper()
-	script := `for f in a b c; do echo x > "$OUT/$f.txt"; done; true`
+	secret := filepath.Join(w.outside, "secret")
+	if err := os.MkdirAll(secret, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(secret, "key.txt"), "k\n", 0)
+	writeFile(t, filepath.Join(w.opts.ManagedDir, "policy.toml"), fmt.Sprintf("[sandbox]\ndeny_read = [%q]\n%s", secret, extra), 0)
+}
+
+// refuseReads runs a session of nobody that is refused otlpReads reads of
+// a deny_read file (Landlock's refusal, audited through kernel audit; a
+// write outside the writable roots is refused at the mount level with
+// EROFS, which the kernel does not audit) and returns the log's denials.
+func refuseReads(t *testing.T, w *world) []audit.Record {
+	t.Helper()
+	script := `for i in 1 2 3; do cat "$OUT/secret/key.txt"; done; true`
 	res := w.runHelper(t, nobody, w.ws, []string{"OUT=" + w.outside}, "run", w.ws, "sh", "-c", script)
-	if res.code != 0 || strings.Count(res.stderr, "Permission denied") != otlpWrites {
-		t.Fatalf("want %d refused writes: exit %d\nstdout %s\nstderr %s", otlpWrites, res.code, res.stdout, res.stderr)
+	if res.code != 0 || strings.Count(res.stderr, "Permission denied") != otlpReads || strings.Contains(res.stdout, "k") {
+		t.Fatalf("want %d refused reads: exit %d\nstdout %s\nstderr %s", otlpReads, res.code, res.stdout, res.stderr)
 	}
 	var out []audit.Record
 	for _, r := range readRecords(t, w.audit) {
@@ -81,8 +96,8 @@ func refuseWrites(t *testing.T, w *world) []audit.Record {
 			out = append(out, r)
 		}
 	}
-	if len(out) != otlpWrites {
-		t.Fatalf("%d denial records in the local log, want %d", len(out), otlpWrites)
+	if len(out) != otlpReads {
+		t.Fatalf("%d denial records in the local log, want %d", len(out), otlpReads)
 	}
 	return out
 }
@@ -97,9 +112,9 @@ func TestDaemonOTLPExport(t *testing.T) {
 	rc := &otlpReceiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	writeFile(t, filepath.Join(w.opts.ManagedDir, "policy.toml"), fmt.Sprintf("[audit.otlp]\nendpoint = %q\n", srv.URL), 0)
+	deniedPolicy(t, w, fmt.Sprintf("[audit.otlp]\nendpoint = %q\n", srv.URL))
 	w.start(t)
-	local := refuseWrites(t, w)
+	local := refuseReads(t, w)
 
 	// The exporter batches for up to a second: a liveness bound.
 	deadline := time.Now().Add(30 * time.Second)
@@ -139,11 +154,10 @@ func TestDaemonOTLPCollectorDown(t *testing.T) {
 	down := ln.Addr().String()
 	ln.Close()
 	maddr := freePort(t)
-	writeFile(t, filepath.Join(w.opts.ManagedDir, "policy.toml"),
-		fmt.Sprintf("[metrics]\nlisten = %q\n[audit.otlp]\nendpoint = \"http://%s\"\n", maddr, down), 0)
+	deniedPolicy(t, w, fmt.Sprintf("[metrics]\nlisten = %q\n[audit.otlp]\nendpoint = \"http://%s\"\n", maddr, down))
 	w.opts.otlpRetry = 200 * time.Millisecond
 	w.start(t)
-	refuseWrites(t, w)
+	refuseReads(t, w)
 
 	// Wait until the exporter has given up on every record in the log.
 	inLog := len(readRecords(t, w.audit))
@@ -172,8 +186,8 @@ func TestDaemonOTLPCollectorDown(t *testing.T) {
 			}
 		}
 	}
-	if denials != otlpWrites {
-		t.Errorf("%d denial records in the local log after the export failed, want %d", denials, otlpWrites)
+	if denials != otlpReads {
+		t.Errorf("%d denial records in the local log after the export failed, want %d", denials, otlpReads)
 	}
 	if float64(summarized) < dropped {
 		t.Errorf("the local log counts %d records not exported, the metric %v", summarized, dropped)

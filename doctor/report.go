@@ -14,6 +14,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/openoxide/oxsupervise/agent"
+	"github.com/openoxide/oxsupervise/quarantine"
 )
 
 // SchemaVersion is the version of the JSON form of Report.
@@ -99,6 +102,10 @@ type Report struct {
 	// missing for a reason the kernel command line can fix.
 	Machine  *Machine `json:"machine,omitempty"`
 	Remedies []Remedy `json:"remedies,omitempty"`
+	// Agents are the coding agents found in PATH, with whether their
+	// built-in profile was checked against the installed version. They
+	// do not change the verdict.
+	Agents []agent.Installed `json:"agents"`
 }
 
 // Layer names; stable strings in JSON.
@@ -140,6 +147,9 @@ type Verdict struct {
 	Filesystem string `json:"filesystem,omitempty"` // the layer run would use: bpf-lsm or landlock
 	Attach     bool   `json:"attach"`               // attach can apply filesystem rules (needs bpf-lsm)
 	Summary    string `json:"summary"`
+	// ProtectedNames states what happens to a protected name (.claude/,
+	// .envrc, a new repository's .git/hooks) a session creates here.
+	ProtectedNames string `json:"protected_names,omitempty"`
 }
 
 // decide fills Layers, Modes and Verdict from the probes.
@@ -197,6 +207,14 @@ func (r *Report) decide() {
 		{Name: "full-access", Enforceable: true, Note: "no restrictions by design"},
 	}
 
+	switch {
+	case bpf.Available:
+		r.Verdict.ProtectedNames = "refused by the kernel when a session creates one (bpf-lsm)"
+	case fs == LayerLandlock:
+		r.Verdict.ProtectedNames = fmt.Sprintf("NOT refused without bpf-lsm: each one a session creates is moved to %s/<session> "+
+			"within milliseconds of its creation (audited), and none is left in place when the session ends; "+
+			"a policy with sandbox.require = [\"bpf-lsm\"] refuses to run here (fix: %s)", quarantine.DefaultDir, bpf.Fix)
+	}
 	switch {
 	case r.Verdict.OK && bpf.Available:
 		r.Verdict.Summary = "every confined mode can be enforced, for run and attach"
@@ -400,6 +418,25 @@ func (r *Report) WriteText(w io.Writer) error {
 		verdict = "OK"
 	}
 	line("verdict", verdict, r.Verdict.Summary)
+	if r.Verdict.ProtectedNames != "" {
+		fmt.Fprintln(tw)
+		line("protected names", "", r.Verdict.ProtectedNames)
+	}
+	fmt.Fprintln(tw)
+	if len(r.Agents) == 0 {
+		line("agents", "none", "no claude, codex, opencode or aider in PATH")
+	}
+	for _, a := range r.Agents {
+		status := "checked"
+		if !a.Checked {
+			status = "UNCHECKED"
+		}
+		detail := fmt.Sprintf("%s %s (profile %s)", a.Path, a.Version, a.Profile)
+		if a.Note != "" {
+			detail += "; " + a.Note
+		}
+		line("agent "+a.Command, status, detail)
+	}
 	return tw.Flush()
 }
 

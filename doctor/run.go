@@ -3,10 +3,12 @@ package doctor
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"syscall"
 
+	"github.com/openoxide/oxsupervise/agent"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -21,6 +23,7 @@ func Run(ctx context.Context) Report {
 	r.decide()
 	m := ReadMachine("/")
 	r.Machine, r.Remedies = &m, Remedies(m, &r) // remedy.go
+	r.Agents = agent.Find(os.Getenv("PATH"))
 	return r
 }
 

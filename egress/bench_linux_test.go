@@ -3,7 +3,6 @@
 package egress
 
 import (
-	"net"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -23,20 +22,7 @@ import (
 // common case).
 func BenchmarkConnectLatency(b *testing.B) {
 	f := newFixture(b, Config{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := closingListener(b, "127.0.0.1:0")
 	listen(b, ap(hostA, 8080))
 	plain := f.group(b, nil)
 	for _, tc := range []struct {

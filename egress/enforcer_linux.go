@@ -23,11 +23,13 @@ import (
 // Enforcer holds the network programs attached on one sessions' parent
 // cgroup and the per-session state written into their maps.
 type Enforcer struct {
-	mu       sync.Mutex
-	objs     loader.NetObjects
-	links    []link.Link
-	resolver *Resolver
-	sessions map[uint64]*session
+	mu    sync.Mutex
+	objs  loader.NetObjects
+	links []link.Link
+	// linkNames name the links by their programs, in order (pins).
+	linkNames []string
+	resolver  *Resolver
+	sessions  map[uint64]*session
 	// local keeps net_local current once the first session is added.
 	local *localRoutes
 	stop  chan struct{}
@@ -51,7 +53,7 @@ type session struct {
 	// refusal records can say which host an address was reached for.
 	names map[netip.Addr]string
 	// listeners are the net_resolvers keys of the session's resolver.
-	listeners []loader.NetNetListenerKey
+	listeners []loader.NetListenerKey
 }
 
 // Config configures an Enforcer.
@@ -62,6 +64,11 @@ type Config struct {
 	// Events are the maps the programs report refusals through (package
 	// audit/bpfring reads them; DecodeEvent decodes them). Required.
 	Events *loader.EventMaps
+	// Pinned, when set, is a directory where an earlier process pinned
+	// these programs, attached on the same parent, with its maps
+	// (loader.PinAt of Objects): Attach opens them from there instead of
+	// loading, verifying and attaching them again.
+	Pinned string
 }
 
 // Attach loads the network programs and attaches them to parentCgroupDir,
@@ -76,8 +83,38 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		return nil, fmt.Errorf("attach network programs: %s is not a directory", parentCgroupDir)
 	}
 	e := &Enforcer{sessions: make(map[uint64]*session)}
-	if err := loader.LoadNetPrograms(&e.objs, cfg.Events); err != nil {
-		return nil, fmt.Errorf("load network programs: %w", err)
+	if cfg.Pinned != "" {
+		links, names, err := loader.LoadPinnedNetPrograms(&e.objs, cfg.Events, cfg.Pinned)
+		if err != nil {
+			return nil, fmt.Errorf("open pinned network programs: %w", err)
+		}
+		e.links, e.linkNames = links, names
+	} else if err := e.load(parentCgroupDir, cfg.Events); err != nil {
+		return nil, err
+	}
+	e.resolver = NewResolver(cfg.Resolver, e.admit)
+	e.stop = make(chan struct{})
+	e.swept.Add(1)
+	go func() {
+		defer e.swept.Done()
+		tick := time.NewTicker(sweepInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case <-tick.C:
+				e.sweep()
+			}
+		}
+	}()
+	return e, nil
+}
+
+// load loads the programs and attaches them to parentCgroupDir.
+func (e *Enforcer) load(parentCgroupDir string, events *loader.EventMaps) error {
+	if err := loader.LoadNetPrograms(&e.objs, events); err != nil {
+		return fmt.Errorf("load network programs: %w", err)
 	}
 	attachments := []struct {
 		name string
@@ -99,27 +136,17 @@ func Attach(parentCgroupDir string, cfg Config) (*Enforcer, error) {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: parentCgroupDir, Attach: a.typ, Program: a.prog})
 		if err != nil {
 			e.Close()
-			return nil, fmt.Errorf("attach %s to %s: %w", a.name, parentCgroupDir, err)
+			return fmt.Errorf("attach %s to %s: %w", a.name, parentCgroupDir, err)
 		}
 		e.links = append(e.links, l)
-	}
-	e.resolver = NewResolver(cfg.Resolver, e.admit)
-	e.stop = make(chan struct{})
-	e.swept.Add(1)
-	go func() {
-		defer e.swept.Done()
-		tick := time.NewTicker(sweepInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-e.stop:
-				return
-			case <-tick.C:
-				e.sweep()
-			}
+		info, err := a.prog.Info()
+		name := a.name
+		if err == nil && info.Name != "" {
+			name = info.Name
 		}
-	}()
-	return e, nil
+		e.linkNames = append(e.linkNames, name)
+	}
+	return nil
 }
 
 // sweep drops expired resolver ranges from the trie. Open connections do
@@ -175,7 +202,7 @@ func (e *Enforcer) Close() error {
 	for _, l := range e.links {
 		errs = append(errs, l.Close())
 	}
-	e.links = nil
+	e.links, e.linkNames = nil, nil
 	e.mu.Unlock()
 	// Resolvers stop outside the lock: a query in flight may be waiting
 	// for it in admit, and stopping waits for that query.
@@ -238,7 +265,7 @@ func (e *Enforcer) AddSession(cgroupID uint64, n policy.Network) (err error) {
 		}
 	}
 
-	val := loader.NetNetSession{Mode: modeValue(n.Policy), Loopback: loopbackValue(n.Loopback)}
+	val := loader.NetSession{Mode: modeValue(n.Policy), Loopback: loopbackValue(n.Loopback)}
 	if n.Policy == policy.NetAllowlist {
 		s.dns, err = e.resolver.Start(cgroupID, n)
 		if err != nil {
@@ -346,9 +373,9 @@ func (e *Enforcer) Hostname(cgroupID uint64, addr netip.Addr) (string, bool) {
 
 func (e *Enforcer) writeEntry(cgroupID uint64, k trieKey, ranges []portRange) error {
 	key := allowKey(cgroupID, k)
-	val := loader.NetNetAllowVal{Prefixlen: key.Prefixlen, Nranges: uint32(len(ranges))}
+	val := loader.NetAllowVal{Prefixlen: key.Prefixlen, Nranges: uint32(len(ranges))}
 	for i, r := range ranges {
-		val.Ranges[i] = loader.NetNetPortRange{First: r.First, Last: r.Last, ExpiresNs: r.Expires}
+		val.Ranges[i] = loader.NetPortRange{First: r.First, Last: r.Last, ExpiresNs: r.Expires}
 	}
 	if err := e.objs.NetAllow.Update(&key, &val, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("write allow entry %s/%d: %w", netip.AddrFrom16(k.addr), k.bits, err)
@@ -356,10 +383,10 @@ func (e *Enforcer) writeEntry(cgroupID uint64, k trieKey, ranges []portRange) er
 	return nil
 }
 
-func allowKey(cgroupID uint64, k trieKey) loader.NetNetAllowKey {
+func allowKey(cgroupID uint64, k trieKey) loader.NetAllowKey {
 	// The trie compares bytes most significant bit first; the BPF side
 	// stores the id halves with bpf_htonl, so do the same here.
-	return loader.NetNetAllowKey{
+	return loader.NetAllowKey{
 		Prefixlen: uint32(64 + k.bits),
 		CgidHi:    bits.ReverseBytes32(uint32(cgroupID >> 32)),
 		CgidLo:    bits.ReverseBytes32(uint32(cgroupID)),
@@ -387,7 +414,7 @@ func loopbackValue(l policy.Loopback) uint32 {
 	return 0
 }
 
-func setResolverAddrs(val *loader.NetNetSession, a ResolverAddrs) {
+func setResolverAddrs(val *loader.NetSession, a ResolverAddrs) {
 	if a.UDP4.IsValid() {
 		b := a.UDP4.Addr().As4()
 		val.Dns4Addr = binary.NativeEndian.Uint32(b[:]) // network order in memory

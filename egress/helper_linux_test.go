@@ -18,14 +18,15 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // The tests re-execute their own binary as the process that runs inside a
-// session: helperEnv selects the operation, argsEnv carries its arguments.
-const (
-	helperEnv = "OXS_EGRESS_HELPER"
-	argsEnv   = "OXS_EGRESS_ARGS"
-)
+// session (testutil.RunOp): "egress OP ARGS..." runs runHelper.
+var ops = map[string]testutil.Op{
+	"egress": func(args []string) int { return runHelper(args[0], args[1:]) },
+}
 
 // helperResult is what a helper prints (one JSON line per step).
 type helperResult struct {
@@ -47,12 +48,7 @@ func resultOf(err error) helperResult {
 	return r
 }
 
-func runHelper(op string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
-		fmt.Fprintln(os.Stderr, "helper args:", err)
-		return 2
-	}
+func runHelper(op string, args []string) int {
 	out := json.NewEncoder(os.Stdout)
 	emit := func(r helperResult) { out.Encode(r) }
 	switch op {
@@ -304,35 +300,40 @@ func sockaddr(target string) (int, unix.Sockaddr, error) {
 	return unix.AF_INET6, &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}, nil
 }
 
-func udpSendto(target string) error {
+// sendOnce opens a socket of type typ for target's family, lets setup
+// (may be nil) set options on it, and sends payload to target with flags:
+// the sendto(2) a hook must judge.
+func sendOnce(target string, typ int, payload []byte, flags int, setup func(fd int) error) error {
 	family, sa, err := sockaddr(target)
 	if err != nil {
 		return err
 	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
+	fd, err := unix.Socket(family, typ, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return unix.Sendto(fd, []byte("x"), 0, sa)
+	if setup != nil {
+		if err := setup(fd); err != nil {
+			return err
+		}
+	}
+	return unix.Sendto(fd, payload, flags, sa)
+}
+
+func udpSendto(target string) error {
+	return sendOnce(target, unix.SOCK_DGRAM, []byte("x"), 0, nil)
 }
 
 // udpBroadcast is udpSendto with SO_BROADCAST, which a broadcast
 // destination needs before any hook is asked.
 func udpBroadcast(target string) error {
-	family, sa, err := sockaddr(target)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err != nil {
-		return fmt.Errorf("set SO_BROADCAST: %w", err)
-	}
-	return unix.Sendto(fd, []byte("x"), 0, sa)
+	return sendOnce(target, unix.SOCK_DGRAM, []byte("x"), 0, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err != nil {
+			return fmt.Errorf("set SO_BROADCAST: %w", err)
+		}
+		return nil
+	})
 }
 
 // tcpLooseSourceRoute connects to target with an IPv4 loose source route
@@ -377,16 +378,7 @@ func tcpLooseSourceRoute(target, hop string) error {
 }
 
 func tcpFastOpen(target string) error {
-	family, sa, err := sockaddr(target)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Sendto(fd, []byte("GET / HTTP/1.0\r\n\r\n"), unix.MSG_FASTOPEN, sa)
+	return sendOnce(target, unix.SOCK_STREAM, []byte("GET / HTTP/1.0\r\n\r\n"), unix.MSG_FASTOPEN, nil)
 }
 
 func openSocket(family, typ, proto int) error {

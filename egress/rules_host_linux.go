@@ -179,7 +179,7 @@ func (l *localRoutes) resync() error {
 	// prefixes too.
 	var errs []error
 	var stale []netip.Prefix
-	var key loader.NetNetLocalKey
+	var key loader.NetLocalKey
 	var v uint8
 	it := l.m.Iterate()
 	for it.Next(&key, &v) {
@@ -242,12 +242,12 @@ func (l *localRoutes) remove(p netip.Prefix) error {
 }
 
 // localKey is the net_local key of p (IPv4 mapped).
-func localKey(p netip.Prefix) loader.NetNetLocalKey {
+func localKey(p netip.Prefix) loader.NetLocalKey {
 	addr, bits := trieKeyPrefix(p)
-	return loader.NetNetLocalKey{Prefixlen: uint32(bits), Addr: addr}
+	return loader.NetLocalKey{Prefixlen: uint32(bits), Addr: addr}
 }
 
-func localKeyPrefix(k loader.NetNetLocalKey) netip.Prefix {
+func localKeyPrefix(k loader.NetLocalKey) netip.Prefix {
 	return unmapPrefix(netip.PrefixFrom(netip.AddrFrom16(k.Addr), int(k.Prefixlen)))
 }
 
@@ -308,8 +308,8 @@ func parseLocalRoute(m syscall.NetlinkMessage) (netip.Prefix, routeID, bool) {
 
 // resolverListeners returns the net_resolvers keys of a session
 // resolver's listeners.
-func resolverListeners(a ResolverAddrs) []loader.NetNetListenerKey {
-	var keys []loader.NetNetListenerKey
+func resolverListeners(a ResolverAddrs) []loader.NetListenerKey {
+	var keys []loader.NetListenerKey
 	for _, l := range []struct {
 		ap    netip.AddrPort
 		proto uint8
@@ -320,7 +320,7 @@ func resolverListeners(a ResolverAddrs) []loader.NetNetListenerKey {
 		if !l.ap.IsValid() {
 			continue
 		}
-		keys = append(keys, loader.NetNetListenerKey{Addr: l.ap.Addr().Unmap().As16(), Port: l.ap.Port(), Protocol: l.proto})
+		keys = append(keys, loader.NetListenerKey{Addr: l.ap.Addr().Unmap().As16(), Port: l.ap.Port(), Protocol: l.proto})
 	}
 	return keys
 }

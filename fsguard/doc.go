@@ -1,7 +1,8 @@
 // Package fsguard enforces a session's filesystem rules with BPF-LSM
-// (DESIGN §3): it turns a policy.Compiled into the maps of the filesystem
-// programs (bpf/fs.c, loaded by loader.LoadFS), adds and removes sessions
-// by cgroup id, and decodes the refusals the programs report.
+// (DESIGN §3): it turns a policy.Compiled into the maps of the BPF-LSM
+// programs (bpf/fs.c, self.c, netfamily.c, loaded by loader.LoadFS),
+// adds and removes sessions by cgroup id, and decodes the refusals the
+// programs report.
 //
 // The programs are attached once (Load) and judge only tasks whose cgroup
 // was added with AddSession; every other task is never affected. Call
@@ -29,9 +30,11 @@
 // shared writable mappings (mmap, mprotect: an fd from before the
 // session), writable fds received over SCM_RIGHTS, and connecting to a
 // pathname AF_UNIX socket, which counts as writing it unless the policy
-// lists the socket. Self-protection refuses bpf(2), ptrace and signals to
-// tasks outside the session, TIOCSTI, mounts, module requests and kernel
-// loads of modules, firmware and kexec images.
+// lists the socket. Self-protection (bpf/self.c) refuses bpf(2), ptrace
+// and signals to tasks outside the session, TIOCSTI, mounts, module
+// requests and kernel loads of modules, firmware and kexec images; where
+// the network policy is not full, socket(2) of families other than
+// AF_INET, AF_INET6, AF_UNIX and AF_NETLINK is refused (bpf/netfamily.c).
 //
 // Every refusal returns EACCES (EPERM for self-protection) and is one
 // record in the ring buffer all programs share (package audit/bpfring,

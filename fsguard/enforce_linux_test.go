@@ -120,8 +120,7 @@ func inCgroupTB(t testing.TB, cg *testutil.Cgroup, op string, args ...string) sy
 // test binary (static: it needs no other file to start).
 func inCgroupExe(t testing.TB, exe string, cg *testutil.Cgroup, op string, args ...string) syscall.Errno {
 	t.Helper()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(append([]string{op}, args...), "\x1f"))
+	cmd := exec.Command(exe, fsArgs(op, args...)...)
 	cmd.Stderr = os.Stderr
 	if cg != nil {
 		fd := openCgroup(t, cg)

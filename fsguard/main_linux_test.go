@@ -8,19 +8,25 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
-// helperEnv turns the test binary into a child that performs one
-// filesystem operation and prints its errno (0 for success), so tests run
-// the real syscall from inside a session's cgroup.
-const helperEnv = "OXS_FSGUARD_TEST_HELPER"
+// The test binary's helper process (testutil.RunOp): "fs OP ARGS..."
+// performs one filesystem operation (runOp) and prints its errno (0 for
+// success), so tests run the real syscall from inside a session's cgroup.
+var ops = map[string]testutil.Op{"fs": fsOp}
+
+// fsArgs is the helper command line, after the executable, for op.
+func fsArgs(op string, args ...string) []string {
+	return testutil.OpArgs("fs", append([]string{op}, args...)...)
+}
 
 // notDelivered is what the helper prints when an fd sent over SCM_RIGHTS
 // did not arrive (recvmsg succeeded with MSG_CTRUNC and no rights).
@@ -29,23 +35,7 @@ const notDelivered = 1000
 var errNotDelivered = errors.New("fd not delivered")
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(helperEnv); spec != "" {
-		args := strings.Split(spec, "\x1f")
-		err := runOp(args[0], args[1:])
-		var errno unix.Errno
-		switch {
-		case errors.Is(err, errNotDelivered):
-			fmt.Println(notDelivered)
-		case err == nil:
-			fmt.Println(0)
-		case errors.As(err, &errno):
-			fmt.Println(int(errno))
-		default:
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
+	testutil.RunOp(ops)
 	code := m.Run()
 	if err := closeSharedGuard(); err != nil {
 		fmt.Fprintln(os.Stderr, "close the shared guard:", err)
@@ -54,8 +44,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runOp performs one operation with raw syscalls (no retries, no fallbacks
-// that would hide the errno).
+func fsOp(args []string) int {
+	err := runOp(args[0], args[1:])
+	if errors.Is(err, errNotDelivered) {
+		fmt.Println(notDelivered)
+		return 0
+	}
+	return testutil.ReportErrno(err)
+}
+
 func runOp(op string, a []string) error {
 	switch op {
 	case "write": // open O_WRONLY, write a, close

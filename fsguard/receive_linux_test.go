@@ -56,8 +56,7 @@ func TestReceivedWritableFD(t *testing.T) {
 			if err := unix.Sendmsg(int(ours.Fd()), []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
 				t.Fatalf("sendmsg: %v", err)
 			}
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), helperEnv+"=recvfd-write\x1fpassed")
+			cmd := exec.Command(os.Args[0], fsArgs("recvfd-write", "passed")...)
 			cmd.ExtraFiles = []*os.File{theirs}
 			cmd.Stderr = os.Stderr
 			fd := openCgroup(t, &session)

@@ -28,8 +28,7 @@ func TestSelfProtection(t *testing.T) {
 	t.Cleanup(func() { g.RemoveSession(session.ID) })
 
 	// Stands for the supervisor: a task outside the session.
-	outside := exec.Command(os.Args[0])
-	outside.Env = append(os.Environ(), helperEnv+"=sleep")
+	outside := exec.Command(os.Args[0], fsArgs("sleep")...)
 	if err := outside.Start(); err != nil {
 		t.Fatalf("start outside task: %v", err)
 	}
@@ -123,8 +122,7 @@ func TestUserNamespaceMountRefused(t *testing.T) {
 
 	run := func(cg *testutil.Cgroup) syscall.Errno {
 		t.Helper()
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), helperEnv+"=bind-mount\x1f"+writable+"\x1f"+hooks)
+		cmd := exec.Command(os.Args[0], fsArgs("bind-mount", writable, hooks)...)
 		cmd.Stderr = os.Stderr
 		fd := openCgroup(t, cg)
 		defer unix.Close(fd)

@@ -4,7 +4,11 @@
 // abstract-unix scoping), enforces it on the calling thread right before
 // exec, and builds the private mount namespace that makes existing protected
 // subpaths read-only and keeps cgroupfs, bpffs, /proc/sys and /sys
-// unwritable.
+// unwritable. Without BPF-LSM that namespace is also a read-only view:
+// every mount read-only except the writable directories (WritableDirs), so
+// the metadata changes Landlock has no right for (chmod, chown, utimes)
+// fail with EROFS outside them; so does every other change there, before
+// Landlock is asked, which is why those refusals are not audited.
 //
 // Landlock is the filesystem layer when BPF-LSM is unavailable and defence
 // in depth when it is. Two limits shape this package and are stated where
@@ -15,5 +19,6 @@
 //   - Landlock and bind mounts protect existing inodes only. A protected name
 //     that does not exist when the session starts (a later `git init`, a
 //     first `.claude/`) cannot be blocked without BPF-LSM, because
-//     oxsupervise never creates placeholders on the host. Callers warn.
+//     oxsupervise never creates placeholders on the host. The supervisor
+//     moves such entries out after the fact (package quarantine).
 package landlock

@@ -144,18 +144,9 @@ func Plan(c *policy.Compiled, abi int) (*Ruleset, []string, error) {
 	handled := handledFS(abi)
 	r.HandledFS = handled
 
-	var writable []string
-	for _, a := range c.WritableRoots {
-		if !a.Exists {
-			warnings = append(warnings, fmt.Sprintf("writable root %s does not exist: not granted", a.Path))
-			continue
-		}
-		writable = append(writable, a.Path)
-	}
-	if c.Mode == policy.ModeWorkspaceWrite {
-		if fi, err := os.Lstat("/dev/shm"); err == nil && fi.IsDir() {
-			writable = append(writable, "/dev/shm")
-		}
+	writable, missing := WritableDirs(c)
+	for _, p := range missing {
+		warnings = append(warnings, fmt.Sprintf("writable root %s does not exist: not granted", p))
 	}
 
 	var denied []string

@@ -37,6 +37,13 @@ type MountPlan struct {
 	// cgroupfs, bpffs, securityfs below it), /proc/sys, and any cgroup or
 	// bpf mount elsewhere.
 	ReadOnly []string `json:"read_only"`
+	// ReadOnlyView makes every mount read-only except Writable (see
+	// applyReadOnlyView): how the Landlock path refuses the metadata
+	// changes Landlock has no right for (chmod, chown, utimes).
+	ReadOnlyView bool `json:"read_only_view,omitempty"`
+	// Writable are the directories that stay writable in the read-only
+	// view (viewWritable).
+	Writable []string `json:"writable,omitempty"`
 }
 
 // PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
@@ -53,6 +60,7 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	if rs != nil {
 		m.Masked = append(m.Masked, rs.Masked...)
 	}
+	m.Writable = viewWritable(c)
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
 		return m, err
@@ -235,6 +243,14 @@ func kernelInterfaceMounts() ([]string, error) {
 func (m MountPlan) Apply() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("mount namespace: make mounts private: %w", err)
+	}
+	if m.ReadOnlyView {
+		// First: the binds below are made from the view, so a pin
+		// inside a writable root stays writable and everything else
+		// read-only.
+		if err := applyReadOnlyView(m.Writable); err != nil {
+			return err
+		}
 	}
 	type target struct {
 		path     string

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +55,14 @@ func mountChild(planJSON, probes string) int {
 			}
 		case "rename":
 			err = os.Rename(path, path+".moved")
+		case "chmod":
+			err = unix.Chmod(path, 0o777)
+		case "chown":
+			err = unix.Chown(path, 65534, 65534)
+		case "utimes":
+			err = unix.UtimesNano(path, []unix.Timespec{{Sec: 1}, {Sec: 1}})
+		case "mkdir":
+			err = unix.Mkdir(path, 0o755)
 		case "connect":
 			var fd int
 			if fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
@@ -303,5 +312,122 @@ func TestEscapeSocketMasks(t *testing.T) {
 	}
 	if after := mountsMentioning(t, dir); after != before {
 		t.Errorf("mounts leaked into the parent namespace")
+	}
+}
+
+// TestReadOnlyView proves that outside the writable directories every
+// change fails with EROFS, metadata included (Landlock has no right for
+// chmod, chown or utimes), that the writable directories (nested ones
+// and /dev/null too) keep working, and that the host's mounts do not
+// change.
+func TestReadOnlyView(t *testing.T) {
+	base := t.TempDir()
+	ws, inner, outside := filepath.Join(base, "ws"), filepath.Join(base, "ws", "inner"), filepath.Join(base, "outside")
+	for _, d := range []string{inner, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := filepath.Join(outside, "victim")
+	own := filepath.Join(ws, "own")
+	for _, f := range []string{victim, own} {
+		if err := os.WriteFile(f, []byte("v\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before unix.Stat_t
+	if err := unix.Stat(victim, &before); err != nil {
+		t.Fatal(err)
+	}
+	probes := map[string]string{
+		"chmod " + victim:                      "EROFS",
+		"chown " + victim:                      "EROFS",
+		"utimes " + victim:                     "EROFS",
+		"append " + victim:                     "EROFS",
+		"rename " + victim:                     "EROFS",
+		"write " + filepath.Join(outside, "n"): "EROFS",
+		"mkdir " + filepath.Join(outside, "d"): "EROFS",
+		"append /proc/self/oom_score_adj":      "EROFS",
+		"chmod " + own:                         "OK",
+		"utimes " + own:                        "OK",
+		"write " + filepath.Join(ws, "n"):      "OK",
+		"write " + filepath.Join(inner, "n"):   "OK",
+		"append /dev/null":                     "OK",
+		"read " + victim:                       `content:"v\n"`,
+	}
+	var list []string
+	for k := range probes {
+		list = append(list, k)
+	}
+	hostMounts := mountsMentioning(t, " / ")
+	got := applyInChild(t, MountPlan{ReadOnlyView: true, Writable: []string{inner, ws}}, list)
+	if got["apply"] != "" {
+		t.Fatalf("Apply: %s", got["apply"])
+	}
+	for probe, want := range probes {
+		if got[probe] != want {
+			t.Errorf("%s: got %q, want %q", probe, got[probe], want)
+		}
+	}
+	var after unix.Stat_t
+	if err := unix.Stat(victim, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Mode != before.Mode || after.Uid != before.Uid || after.Mtim != before.Mtim {
+		t.Errorf("victim's metadata changed: mode %o uid %d mtime %v, was %o %d %v", after.Mode, after.Uid, after.Mtim, before.Mode, before.Uid, before.Mtim)
+	}
+	for _, p := range []string{filepath.Join(outside, "n"), filepath.Join(outside, "d"), victim + ".moved"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s exists after a refused operation", p)
+		}
+	}
+	// The host's own root is still writable here.
+	if err := os.WriteFile(filepath.Join(outside, "host-write"), nil, 0o644); err != nil {
+		t.Errorf("the host's mounts became read-only: %v", err)
+	}
+	if n := mountsMentioning(t, " / "); n != hostMounts {
+		t.Errorf("host mount table changed: %d lines mention / (was %d)", n, hostMounts)
+	}
+}
+
+func TestOutermost(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"/a/b", "/a", "/c"}, []string{"/a", "/c"}},
+		{[]string{"/ab", "/a"}, []string{"/a", "/ab"}},
+		{[]string{"/tmp", "/dev/shm", "/tmp/x/y"}, []string{"/tmp", "/dev/shm"}},
+		{nil, nil},
+	} {
+		if got := outermost(tc.in); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("outermost(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestViewWritableKeepsStateFileDirectories: a writable root that is a
+// file keeps its directory writable at the mount level, so that Landlock,
+// not the read-only view, refuses the temporary file its writers create
+// beside it (EACCES, which they fall back on; EROFS they do not).
+func TestViewWritableKeepsStateFileDirectories(t *testing.T) {
+	home := t.TempDir()
+	state := filepath.Join(home, ".claude.json")
+	if err := os.WriteFile(state, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(home, "ws")
+	for _, tc := range []struct {
+		name  string
+		roots []policy.Anchor
+		want  []string
+	}{
+		{"directories only", []policy.Anchor{{Path: ws, Exists: true, Dir: true}}, []string{ws}},
+		{"a state file", []policy.Anchor{{Path: ws, Exists: true, Dir: true}, {Path: state, Exists: true}}, []string{ws, state, home}},
+		{"a missing file", []policy.Anchor{{Path: filepath.Join(home, "gone.json")}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &policy.Compiled{Mode: policy.ModeReadOnly, FilesystemRules: true, WritableRoots: tc.roots}
+			if got := viewWritable(c); !slices.Equal(got, tc.want) {
+				t.Fatalf("viewWritable = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
 // AnchorID is an inode as the kernel names it in the BPF-LSM walk.
@@ -31,7 +33,7 @@ type AnchorResolver struct {
 // process id is fixed at load time: a process that forks must load its
 // own.
 func LoadAnchorResolver() (*AnchorResolver, error) {
-	raiseMemlock()
+	memlock.Raise()
 	spec, err := loadAnchor()
 	if err != nil {
 		return nil, fmt.Errorf("load anchor resolver spec: %w", err)

@@ -8,11 +8,13 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
 // The types bpf/events.h shares with userspace; package audit/bpfring
-// fills and decodes them. fs.c and net.c include the same header, so the
-// filesystem object's types stand for both.
+// fills and decodes them. Every object that reports includes the same
+// header, so the filesystem object's types stand for all.
 type (
 	EventHeader = fsOxsEventHeader
 	FloodKey    = fsOxsFloodKey
@@ -65,14 +67,14 @@ type EventMaps struct {
 // NewEventMaps creates the shared maps with a ring buffer of ringSize
 // bytes: a power of two, at least one page and at most MaxRingSize.
 func NewEventMaps(ringSize int) (*EventMaps, error) {
-	raiseMemlock()
+	memlock.Raise()
 	page := os.Getpagesize()
 	if ringSize < page || ringSize > MaxRingSize || ringSize&(ringSize-1) != 0 {
 		return nil, fmt.Errorf("event ring buffer size %d: want a power of two between %d and %d bytes", ringSize, page, MaxRingSize)
 	}
 	// The network object declares the maps like every other one and needs
 	// no kernel BTF to be read.
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		return nil, fmt.Errorf("load event map specs: %w", err)
 	}
@@ -145,19 +147,4 @@ func (m *EventMaps) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// LoadNetPrograms loads the network programs (bpf/net.c) into objs, reporting
-// through events.
-func LoadNetPrograms(objs *NetObjects, events *EventMaps) error {
-	raiseMemlock()
-	spec, err := LoadNet()
-	if err != nil {
-		return fmt.Errorf("load network program spec: %w", err)
-	}
-	shared, err := events.share(spec)
-	if err != nil {
-		return fmt.Errorf("load network programs: %w", err)
-	}
-	return spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared})
 }

@@ -114,50 +114,38 @@ type fsOxsFloodKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fsMapFsAnchors              = "fs_anchors"
-	fsMapFsGlobScopes           = "fs_glob_scopes"
-	fsMapFsNames                = "fs_names"
-	fsMapFsSessions             = "fs_sessions"
-	fsMapOxsEvents              = "oxs_events"
-	fsMapOxsEventsLost          = "oxs_events_lost"
-	fsMapOxsFlood               = "oxs_flood"
-	fsProgFsBpf                 = "fs_bpf"
-	fsProgFsFileIoctl           = "fs_file_ioctl"
-	fsProgFsFileMprotect        = "fs_file_mprotect"
-	fsProgFsFileOpen            = "fs_file_open"
-	fsProgFsFileReceive         = "fs_file_receive"
-	fsProgFsFileTruncate        = "fs_file_truncate"
-	fsProgFsInodeRemovexattr    = "fs_inode_removexattr"
-	fsProgFsInodeSetattr        = "fs_inode_setattr"
-	fsProgFsInodeSetattrIdmap   = "fs_inode_setattr_idmap"
-	fsProgFsInodeSetxattr       = "fs_inode_setxattr"
-	fsProgFsKernelLoadData      = "fs_kernel_load_data"
-	fsProgFsKernelModuleRequest = "fs_kernel_module_request"
-	fsProgFsKernelReadFile      = "fs_kernel_read_file"
-	fsProgFsMmapFile            = "fs_mmap_file"
-	fsProgFsMoveMount           = "fs_move_mount"
-	fsProgFsPathChmod           = "fs_path_chmod"
-	fsProgFsPathChown           = "fs_path_chown"
-	fsProgFsPathLink            = "fs_path_link"
-	fsProgFsPathMkdir           = "fs_path_mkdir"
-	fsProgFsPathMknod           = "fs_path_mknod"
-	fsProgFsPathRename          = "fs_path_rename"
-	fsProgFsPathRmdir           = "fs_path_rmdir"
-	fsProgFsPathSymlink         = "fs_path_symlink"
-	fsProgFsPathTruncate        = "fs_path_truncate"
-	fsProgFsPathUnlink          = "fs_path_unlink"
-	fsProgFsPtraceAccessCheck   = "fs_ptrace_access_check"
-	fsProgFsSbMount             = "fs_sb_mount"
-	fsProgFsSbPivotroot         = "fs_sb_pivotroot"
-	fsProgFsSbUmount            = "fs_sb_umount"
-	fsProgFsSocketCreate        = "fs_socket_create"
-	fsProgFsTaskKill            = "fs_task_kill"
-	fsProgFsUnixMaySend         = "fs_unix_may_send"
-	fsProgFsUnixStreamConnect   = "fs_unix_stream_connect"
-	fsVarUnusedFsEvent          = "unused_fs_event"
-	fsVarUnusedOxsEventHeader   = "unused_oxs_event_header"
-	fsVarUnusedOxsFloodBucket   = "unused_oxs_flood_bucket"
-	fsVarUnusedOxsFloodKey      = "unused_oxs_flood_key"
+	fsMapFsAnchors            = "fs_anchors"
+	fsMapFsGlobScopes         = "fs_glob_scopes"
+	fsMapFsNames              = "fs_names"
+	fsMapFsSessions           = "fs_sessions"
+	fsMapOxsEvents            = "oxs_events"
+	fsMapOxsEventsLost        = "oxs_events_lost"
+	fsMapOxsFlood             = "oxs_flood"
+	fsProgFsFileMprotect      = "fs_file_mprotect"
+	fsProgFsFileOpen          = "fs_file_open"
+	fsProgFsFileReceive       = "fs_file_receive"
+	fsProgFsFileTruncate      = "fs_file_truncate"
+	fsProgFsInodeRemovexattr  = "fs_inode_removexattr"
+	fsProgFsInodeSetattr      = "fs_inode_setattr"
+	fsProgFsInodeSetattrIdmap = "fs_inode_setattr_idmap"
+	fsProgFsInodeSetxattr     = "fs_inode_setxattr"
+	fsProgFsMmapFile          = "fs_mmap_file"
+	fsProgFsPathChmod         = "fs_path_chmod"
+	fsProgFsPathChown         = "fs_path_chown"
+	fsProgFsPathLink          = "fs_path_link"
+	fsProgFsPathMkdir         = "fs_path_mkdir"
+	fsProgFsPathMknod         = "fs_path_mknod"
+	fsProgFsPathRename        = "fs_path_rename"
+	fsProgFsPathRmdir         = "fs_path_rmdir"
+	fsProgFsPathSymlink       = "fs_path_symlink"
+	fsProgFsPathTruncate      = "fs_path_truncate"
+	fsProgFsPathUnlink        = "fs_path_unlink"
+	fsProgFsUnixMaySend       = "fs_unix_may_send"
+	fsProgFsUnixStreamConnect = "fs_unix_stream_connect"
+	fsVarUnusedFsEvent        = "unused_fs_event"
+	fsVarUnusedOxsEventHeader = "unused_oxs_event_header"
+	fsVarUnusedOxsFloodBucket = "unused_oxs_flood_bucket"
+	fsVarUnusedOxsFloodKey    = "unused_oxs_flood_key"
 )
 
 // loadFs returns the embedded CollectionSpec for fs.
@@ -202,39 +190,27 @@ type fsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fsProgramSpecs struct {
-	FsBpf                 *ebpf.ProgramSpec `ebpf:"fs_bpf"`
-	FsFileIoctl           *ebpf.ProgramSpec `ebpf:"fs_file_ioctl"`
-	FsFileMprotect        *ebpf.ProgramSpec `ebpf:"fs_file_mprotect"`
-	FsFileOpen            *ebpf.ProgramSpec `ebpf:"fs_file_open"`
-	FsFileReceive         *ebpf.ProgramSpec `ebpf:"fs_file_receive"`
-	FsFileTruncate        *ebpf.ProgramSpec `ebpf:"fs_file_truncate"`
-	FsInodeRemovexattr    *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
-	FsInodeSetattr        *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
-	FsInodeSetattrIdmap   *ebpf.ProgramSpec `ebpf:"fs_inode_setattr_idmap"`
-	FsInodeSetxattr       *ebpf.ProgramSpec `ebpf:"fs_inode_setxattr"`
-	FsKernelLoadData      *ebpf.ProgramSpec `ebpf:"fs_kernel_load_data"`
-	FsKernelModuleRequest *ebpf.ProgramSpec `ebpf:"fs_kernel_module_request"`
-	FsKernelReadFile      *ebpf.ProgramSpec `ebpf:"fs_kernel_read_file"`
-	FsMmapFile            *ebpf.ProgramSpec `ebpf:"fs_mmap_file"`
-	FsMoveMount           *ebpf.ProgramSpec `ebpf:"fs_move_mount"`
-	FsPathChmod           *ebpf.ProgramSpec `ebpf:"fs_path_chmod"`
-	FsPathChown           *ebpf.ProgramSpec `ebpf:"fs_path_chown"`
-	FsPathLink            *ebpf.ProgramSpec `ebpf:"fs_path_link"`
-	FsPathMkdir           *ebpf.ProgramSpec `ebpf:"fs_path_mkdir"`
-	FsPathMknod           *ebpf.ProgramSpec `ebpf:"fs_path_mknod"`
-	FsPathRename          *ebpf.ProgramSpec `ebpf:"fs_path_rename"`
-	FsPathRmdir           *ebpf.ProgramSpec `ebpf:"fs_path_rmdir"`
-	FsPathSymlink         *ebpf.ProgramSpec `ebpf:"fs_path_symlink"`
-	FsPathTruncate        *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
-	FsPathUnlink          *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
-	FsPtraceAccessCheck   *ebpf.ProgramSpec `ebpf:"fs_ptrace_access_check"`
-	FsSbMount             *ebpf.ProgramSpec `ebpf:"fs_sb_mount"`
-	FsSbPivotroot         *ebpf.ProgramSpec `ebpf:"fs_sb_pivotroot"`
-	FsSbUmount            *ebpf.ProgramSpec `ebpf:"fs_sb_umount"`
-	FsSocketCreate        *ebpf.ProgramSpec `ebpf:"fs_socket_create"`
-	FsTaskKill            *ebpf.ProgramSpec `ebpf:"fs_task_kill"`
-	FsUnixMaySend         *ebpf.ProgramSpec `ebpf:"fs_unix_may_send"`
-	FsUnixStreamConnect   *ebpf.ProgramSpec `ebpf:"fs_unix_stream_connect"`
+	FsFileMprotect      *ebpf.ProgramSpec `ebpf:"fs_file_mprotect"`
+	FsFileOpen          *ebpf.ProgramSpec `ebpf:"fs_file_open"`
+	FsFileReceive       *ebpf.ProgramSpec `ebpf:"fs_file_receive"`
+	FsFileTruncate      *ebpf.ProgramSpec `ebpf:"fs_file_truncate"`
+	FsInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"fs_inode_removexattr"`
+	FsInodeSetattr      *ebpf.ProgramSpec `ebpf:"fs_inode_setattr"`
+	FsInodeSetattrIdmap *ebpf.ProgramSpec `ebpf:"fs_inode_setattr_idmap"`
+	FsInodeSetxattr     *ebpf.ProgramSpec `ebpf:"fs_inode_setxattr"`
+	FsMmapFile          *ebpf.ProgramSpec `ebpf:"fs_mmap_file"`
+	FsPathChmod         *ebpf.ProgramSpec `ebpf:"fs_path_chmod"`
+	FsPathChown         *ebpf.ProgramSpec `ebpf:"fs_path_chown"`
+	FsPathLink          *ebpf.ProgramSpec `ebpf:"fs_path_link"`
+	FsPathMkdir         *ebpf.ProgramSpec `ebpf:"fs_path_mkdir"`
+	FsPathMknod         *ebpf.ProgramSpec `ebpf:"fs_path_mknod"`
+	FsPathRename        *ebpf.ProgramSpec `ebpf:"fs_path_rename"`
+	FsPathRmdir         *ebpf.ProgramSpec `ebpf:"fs_path_rmdir"`
+	FsPathSymlink       *ebpf.ProgramSpec `ebpf:"fs_path_symlink"`
+	FsPathTruncate      *ebpf.ProgramSpec `ebpf:"fs_path_truncate"`
+	FsPathUnlink        *ebpf.ProgramSpec `ebpf:"fs_path_unlink"`
+	FsUnixMaySend       *ebpf.ProgramSpec `ebpf:"fs_unix_may_send"`
+	FsUnixStreamConnect *ebpf.ProgramSpec `ebpf:"fs_unix_stream_connect"`
 }
 
 // fsMapSpecs contains maps before they are loaded into the kernel.
@@ -315,45 +291,31 @@ type fsVariables struct {
 //
 // It can be passed to loadFsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fsPrograms struct {
-	FsBpf                 *ebpf.Program `ebpf:"fs_bpf"`
-	FsFileIoctl           *ebpf.Program `ebpf:"fs_file_ioctl"`
-	FsFileMprotect        *ebpf.Program `ebpf:"fs_file_mprotect"`
-	FsFileOpen            *ebpf.Program `ebpf:"fs_file_open"`
-	FsFileReceive         *ebpf.Program `ebpf:"fs_file_receive"`
-	FsFileTruncate        *ebpf.Program `ebpf:"fs_file_truncate"`
-	FsInodeRemovexattr    *ebpf.Program `ebpf:"fs_inode_removexattr"`
-	FsInodeSetattr        *ebpf.Program `ebpf:"fs_inode_setattr"`
-	FsInodeSetattrIdmap   *ebpf.Program `ebpf:"fs_inode_setattr_idmap"`
-	FsInodeSetxattr       *ebpf.Program `ebpf:"fs_inode_setxattr"`
-	FsKernelLoadData      *ebpf.Program `ebpf:"fs_kernel_load_data"`
-	FsKernelModuleRequest *ebpf.Program `ebpf:"fs_kernel_module_request"`
-	FsKernelReadFile      *ebpf.Program `ebpf:"fs_kernel_read_file"`
-	FsMmapFile            *ebpf.Program `ebpf:"fs_mmap_file"`
-	FsMoveMount           *ebpf.Program `ebpf:"fs_move_mount"`
-	FsPathChmod           *ebpf.Program `ebpf:"fs_path_chmod"`
-	FsPathChown           *ebpf.Program `ebpf:"fs_path_chown"`
-	FsPathLink            *ebpf.Program `ebpf:"fs_path_link"`
-	FsPathMkdir           *ebpf.Program `ebpf:"fs_path_mkdir"`
-	FsPathMknod           *ebpf.Program `ebpf:"fs_path_mknod"`
-	FsPathRename          *ebpf.Program `ebpf:"fs_path_rename"`
-	FsPathRmdir           *ebpf.Program `ebpf:"fs_path_rmdir"`
-	FsPathSymlink         *ebpf.Program `ebpf:"fs_path_symlink"`
-	FsPathTruncate        *ebpf.Program `ebpf:"fs_path_truncate"`
-	FsPathUnlink          *ebpf.Program `ebpf:"fs_path_unlink"`
-	FsPtraceAccessCheck   *ebpf.Program `ebpf:"fs_ptrace_access_check"`
-	FsSbMount             *ebpf.Program `ebpf:"fs_sb_mount"`
-	FsSbPivotroot         *ebpf.Program `ebpf:"fs_sb_pivotroot"`
-	FsSbUmount            *ebpf.Program `ebpf:"fs_sb_umount"`
-	FsSocketCreate        *ebpf.Program `ebpf:"fs_socket_create"`
-	FsTaskKill            *ebpf.Program `ebpf:"fs_task_kill"`
-	FsUnixMaySend         *ebpf.Program `ebpf:"fs_unix_may_send"`
-	FsUnixStreamConnect   *ebpf.Program `ebpf:"fs_unix_stream_connect"`
+	FsFileMprotect      *ebpf.Program `ebpf:"fs_file_mprotect"`
+	FsFileOpen          *ebpf.Program `ebpf:"fs_file_open"`
+	FsFileReceive       *ebpf.Program `ebpf:"fs_file_receive"`
+	FsFileTruncate      *ebpf.Program `ebpf:"fs_file_truncate"`
+	FsInodeRemovexattr  *ebpf.Program `ebpf:"fs_inode_removexattr"`
+	FsInodeSetattr      *ebpf.Program `ebpf:"fs_inode_setattr"`
+	FsInodeSetattrIdmap *ebpf.Program `ebpf:"fs_inode_setattr_idmap"`
+	FsInodeSetxattr     *ebpf.Program `ebpf:"fs_inode_setxattr"`
+	FsMmapFile          *ebpf.Program `ebpf:"fs_mmap_file"`
+	FsPathChmod         *ebpf.Program `ebpf:"fs_path_chmod"`
+	FsPathChown         *ebpf.Program `ebpf:"fs_path_chown"`
+	FsPathLink          *ebpf.Program `ebpf:"fs_path_link"`
+	FsPathMkdir         *ebpf.Program `ebpf:"fs_path_mkdir"`
+	FsPathMknod         *ebpf.Program `ebpf:"fs_path_mknod"`
+	FsPathRename        *ebpf.Program `ebpf:"fs_path_rename"`
+	FsPathRmdir         *ebpf.Program `ebpf:"fs_path_rmdir"`
+	FsPathSymlink       *ebpf.Program `ebpf:"fs_path_symlink"`
+	FsPathTruncate      *ebpf.Program `ebpf:"fs_path_truncate"`
+	FsPathUnlink        *ebpf.Program `ebpf:"fs_path_unlink"`
+	FsUnixMaySend       *ebpf.Program `ebpf:"fs_unix_may_send"`
+	FsUnixStreamConnect *ebpf.Program `ebpf:"fs_unix_stream_connect"`
 }
 
 func (p *fsPrograms) Close() error {
 	return _FsClose(
-		p.FsBpf,
-		p.FsFileIoctl,
 		p.FsFileMprotect,
 		p.FsFileOpen,
 		p.FsFileReceive,
@@ -362,11 +324,7 @@ func (p *fsPrograms) Close() error {
 		p.FsInodeSetattr,
 		p.FsInodeSetattrIdmap,
 		p.FsInodeSetxattr,
-		p.FsKernelLoadData,
-		p.FsKernelModuleRequest,
-		p.FsKernelReadFile,
 		p.FsMmapFile,
-		p.FsMoveMount,
 		p.FsPathChmod,
 		p.FsPathChown,
 		p.FsPathLink,
@@ -377,12 +335,6 @@ func (p *fsPrograms) Close() error {
 		p.FsPathSymlink,
 		p.FsPathTruncate,
 		p.FsPathUnlink,
-		p.FsPtraceAccessCheck,
-		p.FsSbMount,
-		p.FsSbPivotroot,
-		p.FsSbUmount,
-		p.FsSocketCreate,
-		p.FsTaskKill,
 		p.FsUnixMaySend,
 		p.FsUnixStreamConnect,
 	)

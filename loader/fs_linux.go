@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
 // The types bpf/fs.h shares with userspace; package fsguard fills and
@@ -26,11 +28,12 @@ type (
 	FSGlob      = fsFsGlob
 )
 
-// FSPrograms are the filesystem BPF-LSM programs (bpf/fs.c), loaded and
-// attached once for every session; the maps say which sessions exist and
-// what each may do.
+// FSPrograms are the BPF-LSM programs: the filesystem ones (bpf/fs.c),
+// self-protection (bpf/self.c) and the network policy's socket families
+// (bpf/netfamily.c), loaded and attached once for every session; the maps
+// say which sessions exist and what each may do.
 type FSPrograms struct {
-	Sessions   *ebpf.Map // cgroup id -> FSSession
+	Sessions   *ebpf.Map // cgroup id -> FSSession, shared by all three objects
 	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
 	GlobScopes *ebpf.Map // FSAnchorKey -> bitmask of FSSession.Globs
@@ -40,11 +43,32 @@ type FSPrograms struct {
 	// Skipped maps optional hooks this kernel lacks to why, for doctor.
 	Skipped map[string]string
 
-	coll  *ebpf.Collection
+	colls []*ebpf.Collection
 	links []link.Link
+	// linkNames are the links' programs, in order.
+	linkNames []string
+	// pinnedMaps are the maps of programs opened from their pins
+	// (LoadPinnedFS), by their pin names; such programs have no
+	// collections.
+	pinnedMaps map[string]*ebpf.Map
 }
 
-// variants lists programs of which exactly one is loaded, chosen by the
+// lsmObjects are the BPF-LSM objects, in load order. The first creates
+// the session map (fsSessionsMap, bpf/session.h) that the others are
+// given instead of their own.
+var lsmObjects = []struct {
+	what      string // for errors: "load <what> programs"
+	pinPrefix string // for the object's own maps among the pins (Objects)
+	load      func() (*ebpf.CollectionSpec, error)
+}{
+	{"filesystem", "", loadFs},
+	{"self-protection", "self_", loadSelf},
+	{"socket family", "netfamily_", loadNetfamily},
+}
+
+const fsSessionsMap = "fs_sessions"
+
+// fsVariants lists programs of which exactly one is loaded, chosen by the
 // number of parameters the kernel's hook has: hooks whose signature
 // changed between kernels.
 var fsVariants = map[string]map[int]string{
@@ -57,22 +81,66 @@ var fsOptional = map[string]string{
 	"file_truncate": "fs_file_truncate", // 6.2+; path_truncate covers ftruncate before
 }
 
-// LoadFS loads the filesystem programs, reporting refusals (FSEvent)
-// through events, and attaches every one of them. It fails, leaving
-// nothing loaded, when any program does not load or attach: a partial set
-// would leave ways to change files unguarded.
+// LoadFS loads the BPF-LSM programs, reporting refusals (FSEvent) through
+// events, and attaches every one of them. It fails, leaving nothing
+// loaded, when any program does not load or attach: a partial set would
+// leave ways to change files or leave the session unguarded.
 func LoadFS(events *EventMaps) (*FSPrograms, error) {
-	raiseMemlock()
+	memlock.Raise()
 	if err := fsKernelFeatures(); err != nil {
 		return nil, err
 	}
-	spec, kernel, skipped, err := fsSpec()
+	specs, kernel, skipped, err := lsmSpecs()
 	if err != nil {
 		return nil, err
 	}
+	p := &FSPrograms{Skipped: skipped}
+	type prog struct {
+		name string
+		prog *ebpf.Program
+		hook string
+	}
+	var progs []prog
+	for i, spec := range specs {
+		coll, err := loadLSMObject(lsmObjects[i].what, spec, kernel, events, p.Sessions)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.colls = append(p.colls, coll)
+		if i == 0 {
+			p.Sessions = coll.Maps[fsSessionsMap]
+			p.Anchors = coll.Maps["fs_anchors"]
+			p.Names = coll.Maps["fs_names"]
+			p.GlobScopes = coll.Maps["fs_glob_scopes"]
+		}
+		for name, pr := range coll.Programs {
+			progs = append(progs, prog{name, pr, spec.Programs[name].AttachTo})
+		}
+	}
+	sort.Slice(progs, func(i, j int) bool { return progs[i].name < progs[j].name })
+	for _, pr := range progs {
+		l, err := link.AttachLSM(link.LSMOptions{Program: pr.prog})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("attach %s to its LSM hook %s: %w", pr.name, pr.hook, err)
+		}
+		p.links = append(p.links, l)
+		p.linkNames = append(p.linkNames, pr.name)
+		p.Attached = append(p.Attached, pr.hook)
+	}
+	return p, nil
+}
+
+// loadLSMObject loads one BPF-LSM object with the shared event maps and,
+// when sessions is not nil, the session map of the first object.
+func loadLSMObject(what string, spec *ebpf.CollectionSpec, kernel *btf.Spec, events *EventMaps, sessions *ebpf.Map) (*ebpf.Collection, error) {
 	shared, err := events.share(spec)
 	if err != nil {
-		return nil, fmt.Errorf("load filesystem programs: %w", err)
+		return nil, fmt.Errorf("load %s programs: %w", what, err)
+	}
+	if sessions != nil {
+		shared[fsSessionsMap] = sessions
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{KernelTypes: kernel}, MapReplacements: shared,
@@ -80,47 +148,31 @@ func LoadFS(events *EventMaps) (*FSPrograms, error) {
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("load filesystem programs: %w\n%+v", err, verr)
+			return nil, fmt.Errorf("load %s programs: %w\n%+v", what, err, verr)
 		}
-		return nil, fmt.Errorf("load filesystem programs: %w", err)
+		return nil, fmt.Errorf("load %s programs: %w", what, err)
 	}
-	p := &FSPrograms{
-		Sessions:   coll.Maps["fs_sessions"],
-		Anchors:    coll.Maps["fs_anchors"],
-		Names:      coll.Maps["fs_names"],
-		GlobScopes: coll.Maps["fs_glob_scopes"],
-		Skipped:    skipped,
-		coll:       coll,
-	}
-	names := make([]string, 0, len(coll.Programs))
-	for name := range coll.Programs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		l, err := link.AttachLSM(link.LSMOptions{Program: coll.Programs[name]})
-		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("attach %s to its LSM hook %s: %w", name, spec.Programs[name].AttachTo, err)
-		}
-		p.links = append(p.links, l)
-		p.Attached = append(p.Attached, spec.Programs[name].AttachTo)
-	}
-	return p, nil
+	return coll, nil
 }
 
-// fsSpec is the filesystem object with exactly the programs this kernel
-// takes: one variant of each hook whose signature changed, none for hooks
-// it lacks (named in skipped).
-func fsSpec() (*ebpf.CollectionSpec, *btf.Spec, map[string]string, error) {
-	spec, err := loadFs()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("load filesystem program spec: %w", err)
+// lsmSpecs are the BPF-LSM objects (lsmObjects) with exactly the programs
+// this kernel takes: one variant of each hook whose signature changed,
+// none for hooks it lacks (named in skipped).
+func lsmSpecs() ([]*ebpf.CollectionSpec, *btf.Spec, map[string]string, error) {
+	var specs []*ebpf.CollectionSpec
+	for _, o := range lsmObjects {
+		spec, err := o.load()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("load %s program spec: %w", o.what, err)
+		}
+		specs = append(specs, spec)
 	}
 	kernel, err := btf.LoadKernelSpec()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read kernel BTF: %w", err)
 	}
+	// The variants and optional hooks are all filesystem programs.
+	fs := specs[0]
 	for hook, byArgs := range fsVariants {
 		n, err := lsmHookParams(kernel, hook)
 		if err != nil {
@@ -132,7 +184,7 @@ func fsSpec() (*ebpf.CollectionSpec, *btf.Spec, map[string]string, error) {
 		}
 		for _, name := range byArgs {
 			if name != keep {
-				delete(spec.Programs, name)
+				delete(fs.Programs, name)
 			}
 		}
 	}
@@ -140,12 +192,12 @@ func fsSpec() (*ebpf.CollectionSpec, *btf.Spec, map[string]string, error) {
 	skipped := map[string]string{}
 	for hook, prog := range fsOptional {
 		if _, err := lsmHookParams(kernel, hook); err != nil {
-			delete(spec.Programs, prog)
+			delete(fs.Programs, prog)
 			skipped[hook] = fmt.Sprintf("not on this kernel (%v); covered by another hook", err)
 		}
 	}
 
-	return spec, kernel, skipped, nil
+	return specs, kernel, skipped, nil
 }
 
 // fsKernelFeatures names the first kernel feature the programs need that
@@ -196,9 +248,13 @@ func (p *FSPrograms) Close() error {
 		}
 	}
 	p.links = nil
-	if p.coll != nil {
-		p.coll.Close()
-		p.coll = nil
+	for _, c := range p.colls {
+		c.Close()
 	}
+	p.colls = nil
+	for _, m := range p.pinnedMaps {
+		m.Close()
+	}
+	p.pinnedMaps = nil
 	return errors.Join(errs...)
 }

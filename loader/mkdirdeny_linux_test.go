@@ -4,7 +4,6 @@ package loader_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,15 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
-	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/loader/internal/mkdirdeny"
 )
 
 // mkdirIn runs mkdir(dir) in a child process, inside cgroup cg when cg is
 // not nil, and returns the child's errno.
 func mkdirIn(t *testing.T, cg *testutil.Cgroup, dir string) syscall.Errno {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+	cmd := testutil.OpCommand("mkdir", dir)
 	cmd.Stderr = os.Stderr
 	if cg != nil {
 		fd, err := unix.Open(cg.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -56,9 +54,9 @@ func TestMkdirDenierDeniesOnlyListedCgroup(t *testing.T) {
 	confined := testutil.NewCgroup(t)
 	bystander := testutil.NewCgroup(t)
 
-	denier, err := loader.LoadMkdirDenier()
+	denier, err := mkdirdeny.Load()
 	if err != nil {
-		t.Fatalf("LoadMkdirDenier() = %v", err)
+		t.Fatalf("mkdirdeny.Load() = %v", err)
 	}
 	closed := false
 	t.Cleanup(func() {

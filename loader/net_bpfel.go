@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type NetNetAllowKey struct {
+type netNetAllowKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	CgidHi    uint32
@@ -21,14 +21,14 @@ type NetNetAllowKey struct {
 	Addr      [16]uint8
 }
 
-type NetNetAllowVal struct {
+type netNetAllowVal struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Nranges   uint32
-	Ranges    [16]NetNetPortRange
+	Ranges    [16]netNetPortRange
 }
 
-type NetNetEvent struct {
+type netNetEvent struct {
 	_   structs.HostLayout
 	Hdr struct {
 		_          structs.HostLayout
@@ -52,7 +52,7 @@ type NetNetEvent struct {
 	Comm     [16]int8
 }
 
-type NetNetListenerKey struct {
+type netNetListenerKey struct {
 	_        structs.HostLayout
 	Addr     [16]uint8
 	Port     uint16
@@ -60,13 +60,13 @@ type NetNetListenerKey struct {
 	Pad      uint8
 }
 
-type NetNetLocalKey struct {
+type netNetLocalKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Addr      [16]uint8
 }
 
-type NetNetPortRange struct {
+type netNetPortRange struct {
 	_         structs.HostLayout
 	First     uint16
 	Last      uint16
@@ -74,7 +74,7 @@ type NetNetPortRange struct {
 	ExpiresNs uint64
 }
 
-type NetNetSession struct {
+type netNetSession struct {
 	_           structs.HostLayout
 	Mode        uint32
 	Loopback    uint32
@@ -86,7 +86,7 @@ type NetNetSession struct {
 	Dns6TcpPort uint16
 }
 
-type NetNetSkInfo struct {
+type netNetSkInfo struct {
 	_            structs.HostLayout
 	Owner        uint64
 	AllowedAddr  [4]uint32
@@ -99,7 +99,7 @@ type NetNetSkInfo struct {
 	AllowedLocal uint8
 }
 
-type NetOxsFloodBucket struct {
+type netOxsFloodBucket struct {
 	_          structs.HostLayout
 	IntervalNs uint64
 	BurstNs    uint64
@@ -108,7 +108,7 @@ type NetOxsFloodBucket struct {
 	Sent       uint64
 }
 
-type NetOxsFloodKey struct {
+type netOxsFloodKey struct {
 	_        structs.HostLayout
 	CgroupId uint64
 	Source   uint32
@@ -119,52 +119,52 @@ type NetOxsFloodKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	NetMapNetAllow             = "net_allow"
-	NetMapNetLocal             = "net_local"
-	NetMapNetResolvers         = "net_resolvers"
-	NetMapNetSessions          = "net_sessions"
-	NetMapNetSk                = "net_sk"
-	NetMapOxsEvents            = "oxs_events"
-	NetMapOxsEventsLost        = "oxs_events_lost"
-	NetMapOxsFlood             = "oxs_flood"
-	NetProgNetConnect4         = "net_connect4"
-	NetProgNetConnect6         = "net_connect6"
-	NetProgNetEgressFloor      = "net_egress_floor"
-	NetProgNetPostBind4        = "net_post_bind4"
-	NetProgNetPostBind6        = "net_post_bind6"
-	NetProgNetRecvmsg4         = "net_recvmsg4"
-	NetProgNetRecvmsg6         = "net_recvmsg6"
-	NetProgNetSendmsg4         = "net_sendmsg4"
-	NetProgNetSendmsg6         = "net_sendmsg6"
-	NetProgNetSockCreate       = "net_sock_create"
-	NetVarUnusedNetEvent       = "unused_net_event"
-	NetVarUnusedOxsEventHeader = "unused_oxs_event_header"
-	NetVarUnusedOxsFloodBucket = "unused_oxs_flood_bucket"
-	NetVarUnusedOxsFloodKey    = "unused_oxs_flood_key"
+	netMapNetAllow             = "net_allow"
+	netMapNetLocal             = "net_local"
+	netMapNetResolvers         = "net_resolvers"
+	netMapNetSessions          = "net_sessions"
+	netMapNetSk                = "net_sk"
+	netMapOxsEvents            = "oxs_events"
+	netMapOxsEventsLost        = "oxs_events_lost"
+	netMapOxsFlood             = "oxs_flood"
+	netProgNetConnect4         = "net_connect4"
+	netProgNetConnect6         = "net_connect6"
+	netProgNetEgressFloor      = "net_egress_floor"
+	netProgNetPostBind4        = "net_post_bind4"
+	netProgNetPostBind6        = "net_post_bind6"
+	netProgNetRecvmsg4         = "net_recvmsg4"
+	netProgNetRecvmsg6         = "net_recvmsg6"
+	netProgNetSendmsg4         = "net_sendmsg4"
+	netProgNetSendmsg6         = "net_sendmsg6"
+	netProgNetSockCreate       = "net_sock_create"
+	netVarUnusedNetEvent       = "unused_net_event"
+	netVarUnusedOxsEventHeader = "unused_oxs_event_header"
+	netVarUnusedOxsFloodBucket = "unused_oxs_flood_bucket"
+	netVarUnusedOxsFloodKey    = "unused_oxs_flood_key"
 )
 
-// LoadNet returns the embedded CollectionSpec for Net.
-func LoadNet() (*ebpf.CollectionSpec, error) {
+// loadNet returns the embedded CollectionSpec for net.
+func loadNet() (*ebpf.CollectionSpec, error) {
 	reader := bytes.NewReader(_NetBytes)
 	spec, err := ebpf.LoadCollectionSpecFromReader(reader)
 	if err != nil {
-		return nil, fmt.Errorf("can't load Net: %w", err)
+		return nil, fmt.Errorf("can't load net: %w", err)
 	}
 
 	return spec, err
 }
 
-// LoadNetObjects loads Net and converts it into a struct.
+// loadNetObjects loads net and converts it into a struct.
 //
 // The following types are suitable as obj argument:
 //
-//	*NetObjects
-//	*NetPrograms
-//	*NetMaps
+//	*netObjects
+//	*netPrograms
+//	*netMaps
 //
 // See ebpf.CollectionSpec.LoadAndAssign documentation for details.
-func LoadNetObjects(obj any, opts *ebpf.CollectionOptions) error {
-	spec, err := LoadNet()
+func loadNetObjects(obj any, opts *ebpf.CollectionOptions) error {
+	spec, err := loadNet()
 	if err != nil {
 		return err
 	}
@@ -172,19 +172,19 @@ func LoadNetObjects(obj any, opts *ebpf.CollectionOptions) error {
 	return spec.LoadAndAssign(obj, opts)
 }
 
-// NetSpecs contains maps and programs before they are loaded into the kernel.
+// netSpecs contains maps and programs before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type NetSpecs struct {
-	NetProgramSpecs
-	NetMapSpecs
-	NetVariableSpecs
+type netSpecs struct {
+	netProgramSpecs
+	netMapSpecs
+	netVariableSpecs
 }
 
-// NetProgramSpecs contains programs before they are loaded into the kernel.
+// netProgramSpecs contains programs before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type NetProgramSpecs struct {
+type netProgramSpecs struct {
 	NetConnect4    *ebpf.ProgramSpec `ebpf:"net_connect4"`
 	NetConnect6    *ebpf.ProgramSpec `ebpf:"net_connect6"`
 	NetEgressFloor *ebpf.ProgramSpec `ebpf:"net_egress_floor"`
@@ -197,10 +197,10 @@ type NetProgramSpecs struct {
 	NetSockCreate  *ebpf.ProgramSpec `ebpf:"net_sock_create"`
 }
 
-// NetMapSpecs contains maps before they are loaded into the kernel.
+// netMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type NetMapSpecs struct {
+type netMapSpecs struct {
 	NetAllow      *ebpf.MapSpec `ebpf:"net_allow"`
 	NetLocal      *ebpf.MapSpec `ebpf:"net_local"`
 	NetResolvers  *ebpf.MapSpec `ebpf:"net_resolvers"`
@@ -211,36 +211,36 @@ type NetMapSpecs struct {
 	OxsFlood      *ebpf.MapSpec `ebpf:"oxs_flood"`
 }
 
-// NetVariableSpecs contains global variables before they are loaded into the kernel.
+// netVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type NetVariableSpecs struct {
+type netVariableSpecs struct {
 	UnusedNetEvent       *ebpf.VariableSpec `ebpf:"unused_net_event"`
 	UnusedOxsEventHeader *ebpf.VariableSpec `ebpf:"unused_oxs_event_header"`
 	UnusedOxsFloodBucket *ebpf.VariableSpec `ebpf:"unused_oxs_flood_bucket"`
 	UnusedOxsFloodKey    *ebpf.VariableSpec `ebpf:"unused_oxs_flood_key"`
 }
 
-// NetObjects contains all objects after they have been loaded into the kernel.
+// netObjects contains all objects after they have been loaded into the kernel.
 //
-// It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
-type NetObjects struct {
-	NetPrograms
-	NetMaps
-	NetVariables
+// It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
+type netObjects struct {
+	netPrograms
+	netMaps
+	netVariables
 }
 
-func (o *NetObjects) Close() error {
+func (o *netObjects) Close() error {
 	return _NetClose(
-		&o.NetPrograms,
-		&o.NetMaps,
+		&o.netPrograms,
+		&o.netMaps,
 	)
 }
 
-// NetMaps contains all maps after they have been loaded into the kernel.
+// netMaps contains all maps after they have been loaded into the kernel.
 //
-// It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
-type NetMaps struct {
+// It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
+type netMaps struct {
 	NetAllow      *ebpf.Map `ebpf:"net_allow"`
 	NetLocal      *ebpf.Map `ebpf:"net_local"`
 	NetResolvers  *ebpf.Map `ebpf:"net_resolvers"`
@@ -251,7 +251,7 @@ type NetMaps struct {
 	OxsFlood      *ebpf.Map `ebpf:"oxs_flood"`
 }
 
-func (m *NetMaps) Close() error {
+func (m *netMaps) Close() error {
 	return _NetClose(
 		m.NetAllow,
 		m.NetLocal,
@@ -264,20 +264,20 @@ func (m *NetMaps) Close() error {
 	)
 }
 
-// NetVariables contains all global variables after they have been loaded into the kernel.
+// netVariables contains all global variables after they have been loaded into the kernel.
 //
-// It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
-type NetVariables struct {
+// It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
+type netVariables struct {
 	UnusedNetEvent       *ebpf.Variable `ebpf:"unused_net_event"`
 	UnusedOxsEventHeader *ebpf.Variable `ebpf:"unused_oxs_event_header"`
 	UnusedOxsFloodBucket *ebpf.Variable `ebpf:"unused_oxs_flood_bucket"`
 	UnusedOxsFloodKey    *ebpf.Variable `ebpf:"unused_oxs_flood_key"`
 }
 
-// NetPrograms contains all programs after they have been loaded into the kernel.
+// netPrograms contains all programs after they have been loaded into the kernel.
 //
-// It can be passed to LoadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
-type NetPrograms struct {
+// It can be passed to loadNetObjects or ebpf.CollectionSpec.LoadAndAssign.
+type netPrograms struct {
 	NetConnect4    *ebpf.Program `ebpf:"net_connect4"`
 	NetConnect6    *ebpf.Program `ebpf:"net_connect6"`
 	NetEgressFloor *ebpf.Program `ebpf:"net_egress_floor"`
@@ -290,7 +290,7 @@ type NetPrograms struct {
 	NetSockCreate  *ebpf.Program `ebpf:"net_sock_create"`
 }
 
-func (p *NetPrograms) Close() error {
+func (p *netPrograms) Close() error {
 	return _NetClose(
 		p.NetConnect4,
 		p.NetConnect6,

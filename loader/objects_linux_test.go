@@ -15,9 +15,17 @@ func TestEmbeddedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse probe object: %v", err)
 	}
-	deny, err := loadMkdirDeny()
+	fs, err := loadFs()
 	if err != nil {
-		t.Fatalf("parse mkdir deny object: %v", err)
+		t.Fatalf("parse filesystem object: %v", err)
+	}
+	self, err := loadSelf()
+	if err != nil {
+		t.Fatalf("parse self-protection object: %v", err)
+	}
+	netfamily, err := loadNetfamily()
+	if err != nil {
+		t.Fatalf("parse socket family object: %v", err)
 	}
 	tests := []struct {
 		name  string
@@ -26,7 +34,20 @@ func TestEmbeddedObjects(t *testing.T) {
 		maps  []string
 	}{
 		{"probe", probe, map[string]string{probeProgProbeLsmFileOpen: "lsm/file_open", probeProgProbeConnect4: "cgroup/connect4"}, nil},
-		{"mkdir deny", deny, map[string]string{mkdirDenyProgDenyMkdir: "lsm/path_mkdir"}, []string{mkdirDenyMapDenyMkdirCgroups}},
+		// What LoadFS looks up by name; every BPF-LSM object shares the
+		// session map and the event maps.
+		{"filesystem", fs, map[string]string{
+			fsProgFsInodeSetattr: "lsm/inode_setattr", fsProgFsInodeSetattrIdmap: "lsm/inode_setattr", fsProgFsFileTruncate: "lsm/file_truncate",
+		}, []string{fsSessionsMap, "fs_anchors", "fs_names", "fs_glob_scopes", eventRingMap, eventLostMap, eventFloodMap}},
+		{"self-protection", self, map[string]string{
+			selfProgSelfBpf: "lsm/bpf", selfProgSelfPtraceAccessCheck: "lsm/ptrace_access_check", selfProgSelfTaskKill: "lsm/task_kill",
+			selfProgSelfFileIoctl: "lsm/file_ioctl", selfProgSelfKernelModuleRequest: "lsm/kernel_module_request",
+			selfProgSelfKernelReadFile: "lsm/kernel_read_file", selfProgSelfKernelLoadData: "lsm/kernel_load_data",
+			selfProgSelfSbMount: "lsm/sb_mount", selfProgSelfMoveMount: "lsm/move_mount", selfProgSelfSbUmount: "lsm/sb_umount",
+			selfProgSelfSbPivotroot: "lsm/sb_pivotroot",
+		}, []string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
+		{"socket family", netfamily, map[string]string{netfamilyProgNetfamilySocketCreate: "lsm/socket_create"},
+			[]string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

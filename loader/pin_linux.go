@@ -13,7 +13,9 @@ package loader
 //	<dir>/<set>/gen-<N>/links/<program name>
 //	<dir>/<set>/gen-<N>/maps/<map name>
 //
-// set is one group of objects loaded together ("fs", "net"). Every start
+// set is one group of objects loaded together ("fs", "net"); each layer
+// names its own objects (Objects), and package host decides where they are
+// pinned (its package comment documents the hierarchy). Every start
 // of the daemon pins what it loaded as a new generation N, larger than any
 // left behind. Older generations keep enforcing until the new one holds
 // every surviving session's rules; then they are retired. Two generations
@@ -27,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,73 +104,13 @@ func mountOf(path string) (mountPoint, fstype string, err error) {
 	return mountPoint, fstype, nil
 }
 
-// HeldObjects are the BPF links and maps a process holds descriptors of,
-// by kernel id.
-type HeldObjects struct {
-	Links map[link.ID]bool
-	Maps  map[ebpf.MapID]bool
-}
-
-// Held lists the BPF links and maps this process holds descriptors of
-// (/proc/self/fdinfo). Comparing two calls tells which objects a piece of
-// code loaded in between, without that code knowing about pins.
-func Held() (HeldObjects, error) {
-	h := HeldObjects{Links: map[link.ID]bool{}, Maps: map[ebpf.MapID]bool{}}
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return h, fmt.Errorf("list own descriptors: %w", err)
-	}
-	for _, fd := range fds {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if err != nil {
-			continue // closed meanwhile
-		}
-		var key string
-		switch target {
-		case "anon_inode:bpf_link":
-			key = "link_id:"
-		case "anon_inode:bpf-map":
-			key = "map_id:"
-		default:
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd.Name()))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			v, ok := strings.CutPrefix(line, key)
-			if !ok {
-				continue
-			}
-			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-			if err != nil {
-				return h, fmt.Errorf("fdinfo of descriptor %s: %q: %w", fd.Name(), line, err)
-			}
-			if key == "link_id:" {
-				h.Links[link.ID(id)] = true
-			} else {
-				h.Maps[ebpf.MapID(id)] = true
-			}
-		}
-	}
-	return h, nil
-}
-
-// Since returns the objects in h that were not in before.
-func (h HeldObjects) Since(before HeldObjects) HeldObjects {
-	out := HeldObjects{Links: map[link.ID]bool{}, Maps: map[ebpf.MapID]bool{}}
-	for id := range h.Links {
-		if !before.Links[id] {
-			out.Links[id] = true
-		}
-	}
-	for id := range h.Maps {
-		if !before.Maps[id] {
-			out.Maps[id] = true
-		}
-	}
-	return out
+// Objects are what one layer pins: its links and maps by name (a link
+// by its program's name, a map by the map's). Each layer lists its own
+// (fsguard.Guard.Objects, egress.Enforcer.Objects), the shared event maps
+// included.
+type Objects struct {
+	Links map[string]link.Link
+	Maps  map[string]*ebpf.Map
 }
 
 // PinSet is one group of objects loaded together, below a pin directory.
@@ -210,7 +153,7 @@ func (s PinSet) Generations() ([]Generation, error) {
 
 // Pin pins objs as a new generation, numbered after every existing one.
 // On error nothing of the new generation stays pinned.
-func (s PinSet) Pin(objs HeldObjects) (Generation, error) {
+func (s PinSet) Pin(objs Objects) (Generation, error) {
 	gens, err := s.Generations()
 	if err != nil {
 		return Generation{}, err
@@ -231,60 +174,51 @@ func (s PinSet) Pin(objs HeldObjects) (Generation, error) {
 	return g, nil
 }
 
-func (g Generation) pin(objs HeldObjects) error {
-	for id := range objs.Maps {
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			return fmt.Errorf("open map %d to pin it: %w", id, err)
-		}
-		name := "map"
-		if info, err := m.Info(); err == nil && info.Name != "" {
-			name = info.Name
-		}
-		if strings.HasPrefix(name, ".") {
+func (g Generation) pin(objs Objects) error {
+	for name, m := range objs.Maps {
+		if m == nil || strings.HasPrefix(name, ".") {
 			// The programs' global data (.bss, .rodata): nothing outside
 			// them reads it, their programs keep it alive, and Linux 6.1
 			// refuses to pin an mmapable .bss (EPERM).
-			m.Close()
 			continue
 		}
-		err = m.Pin(uniquePath(filepath.Join(g.Dir, "maps"), name, uint32(id)))
-		m.Close()
+		// Pinning a clone leaves the caller's map unpinned: closing it
+		// is the caller's, unpinning the generation's.
+		c, err := m.Clone()
 		if err != nil {
-			return fmt.Errorf("pin map %s (%d): %w", name, id, err)
+			return fmt.Errorf("pin map %s: %w", name, err)
+		}
+		err = c.Pin(filepath.Join(g.Dir, "maps", name))
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("pin map %s: %w", name, err)
 		}
 	}
-	for id := range objs.Links {
-		l, err := link.NewFromID(id)
-		if err != nil {
-			return fmt.Errorf("open link %d to pin it: %w", id, err)
+	for name, l := range objs.Links {
+		if l == nil {
+			continue
 		}
-		name := "link"
-		if info, err := l.Info(); err == nil {
-			if p, err := ebpf.NewProgramFromID(info.Program); err == nil {
-				if pi, err := p.Info(); err == nil && pi.Name != "" {
-					name = pi.Name
-				}
-				p.Close()
-			}
-		}
-		err = l.Pin(uniquePath(filepath.Join(g.Dir, "links"), name, uint32(id)))
-		l.Close()
-		if err != nil {
-			return fmt.Errorf("pin link %s (%d): %w", name, id, err)
+		if err := pinLink(l, filepath.Join(g.Dir, "links", name)); err != nil {
+			return fmt.Errorf("pin link %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// uniquePath names a pin after its object, with the kernel id added when
-// two objects share a (kernel-truncated) name.
-func uniquePath(dir, name string, id uint32) string {
-	p := filepath.Join(dir, name)
-	if _, err := os.Lstat(p); err == nil {
-		p = fmt.Sprintf("%s.%d", p, id)
+// pinLink pins l at path through a descriptor of its own, so that the
+// caller's link object stays unpinned (cilium/ebpf's Link.Pin would make
+// its Close leave the pin, and Unpin remove it).
+func pinLink(l link.Link, path string) error {
+	info, err := l.Info()
+	if err != nil {
+		return err
 	}
-	return p
+	own, err := link.NewFromID(info.ID)
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	return own.Pin(path)
 }
 
 // Links names the links pinned in g.
@@ -386,4 +320,82 @@ func (g Generation) Remove() error {
 		return fmt.Errorf("retire pinned generation %s: %w", g.Dir, err)
 	}
 	return nil
+}
+
+// TaggedMaps returns the maps of a bpf2go struct (NetMaps and the like)
+// by their `ebpf` tags, the maps' names in the object: what a layer
+// loaded through a generated struct pins.
+func TaggedMaps(v any) map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	rv := reflect.Indirect(reflect.ValueOf(v))
+	for i := 0; i < rv.NumField(); i++ {
+		f := rv.Type().Field(i)
+		if f.Anonymous {
+			for name, m := range TaggedMaps(rv.Field(i).Addr().Interface()) {
+				out[name] = m
+			}
+			continue
+		}
+		if m, ok := rv.Field(i).Interface().(*ebpf.Map); ok && m != nil && f.Tag.Get("ebpf") != "" {
+			out[f.Tag.Get("ebpf")] = m
+		}
+	}
+	return out
+}
+
+// Objects returns the filesystem programs' links (by program name) and
+// maps, the shared event maps included, for pinning.
+func (p *FSPrograms) Objects() Objects {
+	objs := Objects{Links: map[string]link.Link{}, Maps: map[string]*ebpf.Map{}}
+	for name, m := range p.pinnedMaps {
+		objs.Maps[name] = m
+	}
+	for i, coll := range p.colls {
+		for name, m := range coll.Maps {
+			switch {
+			case i == 0:
+				objs.Maps[name] = m
+			case name == fsSessionsMap || name == eventRingMap || name == eventLostMap || name == eventFloodMap:
+				// The first object's, given to this one.
+			default:
+				// Another object's own map (its .rodata, say) may
+				// share a name with the first object's.
+				objs.Maps[lsmObjects[i].pinPrefix+name] = m
+			}
+		}
+	}
+	for i, l := range p.links {
+		objs.Links[p.linkNames[i]] = l
+	}
+	return objs
+}
+
+// Named returns the shared event maps by their names in every object, for
+// pinning them with each layer that reports through them.
+func (m *EventMaps) Named() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{eventRingMap: m.Ring, eventLostMap: m.Lost, eventFloodMap: m.Flood}
+}
+
+// ProgramIDs returns the kernel ids of the programs g's pinned links
+// hold, sorted: which programs a pinned set keeps attached.
+func (g Generation) ProgramIDs() ([]ebpf.ProgramID, error) {
+	names, err := g.Links()
+	if err != nil {
+		return nil, err
+	}
+	var ids []ebpf.ProgramID
+	for _, name := range names {
+		l, err := link.LoadPinnedLink(filepath.Join(g.Dir, "links", name), nil)
+		if err != nil {
+			return nil, fmt.Errorf("open pinned link %s: %w", name, err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			return nil, fmt.Errorf("pinned link %s: %w", name, err)
+		}
+		ids = append(ids, info.Program)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
 }

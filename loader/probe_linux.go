@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/loader/internal/memlock"
 )
 
 const (
@@ -96,7 +98,7 @@ func newProgram(spec *ebpf.CollectionSpec, name string) (*ebpf.Program, error) {
 	if !ok {
 		return nil, fmt.Errorf("program %s missing from embedded object", name)
 	}
-	raiseMemlock()
+	memlock.Raise()
 	return ebpf.NewProgram(progSpec)
 }
 

@@ -3,6 +3,7 @@
 package loader
 
 import (
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
@@ -78,7 +79,7 @@ func checkBudget(t *testing.T, counts map[string]int) {
 
 func TestVerifierBudgetNetwork(t *testing.T) {
 	testutil.RequireRoot(t)
-	spec, err := LoadNet()
+	spec, err := loadNet()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +90,13 @@ func TestVerifierBudgetFilesystem(t *testing.T) {
 	if err := ProbeBPFLSM(); err != nil {
 		testutil.SkipUnlessVM(t, "BPF-LSM not usable here (%v); the kernel-test VM checks this budget", err)
 	}
-	spec, kernel, _, err := fsSpec()
+	specs, kernel, _, err := lsmSpecs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkBudget(t, loadWithStats(t, spec, kernel))
+	counts := map[string]int{}
+	for _, spec := range specs {
+		maps.Copy(counts, loadWithStats(t, spec, kernel))
+	}
+	checkBudget(t, counts)
 }

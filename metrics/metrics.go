@@ -105,7 +105,7 @@ func (m *Metrics) Observe(r *audit.Record) {
 		n := float64(r.Ox.EventsLost)
 		m.lost.WithLabelValues(layer).Add(n)
 		switch r.Ox.Layer {
-		case audit.LayerBPFLSM, audit.LayerCgroup:
+		case audit.LayerBPFLSM, audit.LayerCgroupNet:
 			m.ringLost.Add(n)
 		case audit.LayerLandlock:
 			m.kauditLost.Add(n)

@@ -10,7 +10,7 @@ import (
 // CompiledSchemaVersion changes whenever the meaning or shape of Compiled
 // changes, so that a daemon and a client built from different commits refuse
 // each other's policies instead of misreading them.
-const CompiledSchemaVersion = 1
+const CompiledSchemaVersion = 2
 
 // Mode is a sandbox mode (DESIGN §2).
 type Mode string
@@ -77,16 +77,16 @@ type Compiled struct {
 	ProtectedPatterns []ProtectedPattern `json:"protected_patterns"`
 	// ProtectedPaths are the existing entries those patterns (and explicit
 	// protected paths, and the targets of `.git` files' gitdir: lines)
-	// resolved to when the policy was compiled; backends that can only
+	// resolved to when the policy was bound; backends that can only
 	// protect existing inodes (Landlock + bind mounts, Windows ACEs) use them.
 	ProtectedPaths []Anchor `json:"protected_paths"`
-	// ProtectedPathsComplete is false when the compile-time scan for
+	// ProtectedPathsComplete is false when the bind-time scan for
 	// ProtectedPaths stopped at its entry bound (a warning said so); the
 	// patterns still cover everything, existing-inode backends do not.
 	ProtectedPathsComplete bool `json:"protected_paths_complete"`
 
 	// DenyRead are credential locations that must not be read (nor
-	// written). Entries that do not exist at compile time are kept with
+	// written). Entries that do not exist at bind time are kept with
 	// Exists=false so that path-based backends can still name them.
 	DenyRead []Anchor `json:"deny_read"`
 	// DenyReadGlobs are component-name globs denied for reading below a
@@ -94,6 +94,13 @@ type Compiled struct {
 	DenyReadGlobs []NameGlob `json:"deny_read_globs,omitempty"`
 
 	Network Network `json:"network"`
+
+	// Capabilities are the only capabilities a session keeps (none by
+	// default, root included).
+	Capabilities []Capability `json:"capabilities,omitempty"`
+	// Require are kernel mechanisms without which sessions must not run
+	// (sandbox.require).
+	Require []Requirement `json:"require,omitempty"`
 
 	ExcludedCommands         []string `json:"excluded_commands,omitempty"`
 	AllowUnsandboxedCommands bool     `json:"allow_unsandboxed_commands"`
@@ -104,12 +111,15 @@ type Compiled struct {
 
 	Permissions Permissions `json:"permissions"`
 
+	// Agent is the agent profile the session runs with, or nil.
+	Agent *AgentProfile `json:"agent,omitempty"`
+
 	// Locked lists the keys managed policy locked; recorded so `policy
 	// show` and the daemon can explain refusals.
 	Locked []string `json:"locked,omitempty"`
 }
 
-// Anchor is a filesystem location resolved at compile time. Kernel-side
+// Anchor is a filesystem location resolved at bind time. Kernel-side
 // matching uses (Dev, Ino); Path is for humans and path-based backends.
 type Anchor struct {
 	// Path is absolute and symlink-resolved (when it exists).
@@ -121,7 +131,7 @@ type Anchor struct {
 	Ino uint64 `json:"ino,omitempty"`
 	// Dir is true when the anchor is a directory.
 	Dir bool `json:"dir,omitempty"`
-	// Exists is false for anchors that did not exist at compile time.
+	// Exists is false for anchors that did not exist at bind time.
 	Exists bool `json:"exists"`
 	// Source says which file:line or flag set it ("default" for built-ins).
 	Source string `json:"source,omitempty"`
@@ -237,6 +247,9 @@ type Env struct {
 	Scrub []string `json:"scrub"`
 	// Passthrough are names (globs) kept even when Scrub matches.
 	Passthrough []string `json:"passthrough,omitempty"`
+	// Set are "NAME=value" variables set for the command (an agent
+	// profile's switches), replacing the caller's.
+	Set []string `json:"set,omitempty"`
 }
 
 // Limits are cgroup resource limits; zero means unlimited.

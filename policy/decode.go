@@ -385,8 +385,14 @@ func (d *doc) decodeAgents(l *layer, tbl map[string]any) error {
 		}
 		a := &agentLayer{}
 		for _, k := range sortedKeys(at) {
+			if k == "profile" {
+				if err := d.decodeAgentProfile(l, name, at[k]); err != nil {
+					return err
+				}
+				continue
+			}
 			if k != "permission" {
-				return d.unknownKey(append(slices.Clone(path), k), []string{"permission"})
+				return d.unknownKey(append(slices.Clone(path), k), []string{"permission", "profile"})
 			}
 			pp := append(slices.Clone(path), k)
 			pt, ok := at[k].(map[string]any)

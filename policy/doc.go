@@ -71,6 +71,19 @@
 // Unknown keys are errors. `oxsupervise policy show` prints every key with
 // the file:line:col or flag that set it.
 //
+// # Resolve and bind
+//
+// Loading has two steps. Resolve (resolve.go) reads the layer files and
+// flags, merges them under the locks and checks every value; it looks at no
+// path the policy names beyond the workspace directory, so a permission
+// question (`policy check`, asked by an agent hook on every tool call) costs
+// the files and nothing more. Resolved.Bind (bind.go) resolves those paths
+// against the filesystem as it is when a session's boundary is built:
+// symlinks, device and inode (anchor.go), /tmp and $TMPDIR, and the scan of
+// the writable roots for existing protected entries (scan.go). Load is
+// both. Built-in sets live in defaults.go, the layer files in load_impl.go,
+// their decoding in decode.go and the merge under locks in merge.go.
+//
 // # Resolver keys
 //
 // An address the session's DNS resolver answers for an allowed name stays

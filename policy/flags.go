@@ -18,6 +18,9 @@ type Flags struct {
 	AllowNet      []string
 	ConfigFile    string
 	AuditLog      string
+	// Agent names the agent profile (package agent), "none" for none;
+	// empty: detected from the command.
+	Agent string
 
 	// fs is the flag set the flags were registered on; nil when Flags was
 	// built by hand, in which case every non-zero field counts as set.
@@ -35,6 +38,7 @@ const (
 	FlagAllowNet     = "allow-net"
 	FlagConfig       = "config"
 	FlagAuditLog     = "audit-log"
+	FlagAgent        = "agent"
 )
 
 // RegisterFlags adds the policy flags to fs and returns the struct they
@@ -53,10 +57,22 @@ func RegisterFlags(fs *pflag.FlagSet) *Flags {
 	return f
 }
 
+// RegisterAgentFlag adds --agent to fs (run and policy show; policy check
+// has its own --agent, naming the agent whose permission rules apply).
+func RegisterAgentFlag(fs *pflag.FlagSet, f *Flags) {
+	fs.StringVar(&f.Agent, FlagAgent, "", "agent profile: claude-code | codex | opencode | aider | none (default: detected from the command)")
+}
+
 // changed reports whether the flag called name was given.
 func (f *Flags) changed(name string) bool {
 	if f == nil {
 		return false
+	}
+	if name == FlagAgent {
+		// By value: `policy check` has an --agent of its own (whose
+		// permission rules apply) on the same flag set, which does not
+		// name a profile.
+		return f.Agent != ""
 	}
 	if f.fs != nil {
 		return f.fs.Changed(name)
@@ -80,6 +96,8 @@ func (f *Flags) changed(name string) bool {
 		return f.ConfigFile != ""
 	case FlagAuditLog:
 		return f.AuditLog != ""
+	case FlagAgent:
+		return f.Agent != ""
 	}
 	return false
 }

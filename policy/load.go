@@ -61,6 +61,18 @@ type LoadOptions struct {
 	// Warn receives loud warnings (--yolo, full-access, skipped $TMPDIR);
 	// defaults to io.Discard.
 	Warn io.Writer
+	// ScanCache is a directory where the bind step's scan for existing
+	// protected entries remembers unchanged directories between starts
+	// (internal/treescan); it must belong to the caller and be writable by
+	// nobody else. Empty: every start reads every directory.
+	ScanCache string
+	// Argv is the command the session runs, from which the agent profile
+	// is detected (package agent); nil for none.
+	Argv []string
+	// AgentState, when set, has the agent profile's missing state
+	// entries created for that user before compiling (run does this;
+	// policy show does not change the filesystem).
+	AgentState *AgentOwner
 }
 
 // Effective is the merged policy before compilation: every key with the
@@ -84,9 +96,18 @@ type EffectiveValue struct {
 
 // Load reads every policy layer (managed policy.toml and policy.d/*.toml,
 // ~/.openoxide/config.toml, <workspace>/.openoxide/config.toml, --config,
-// CLI flags), merges them under the managed locks, and compiles the result.
-// Any error names the file:line:col (or flag) at fault; Load never returns
-// a silently weaker policy.
+// CLI flags), merges them under the managed locks, and compiles the result
+// against the filesystem: Resolve, then Bind. Any error names the
+// file:line:col (or flag) at fault; Load never returns a silently weaker
+// policy.
 func Load(opts LoadOptions) (*Compiled, *Effective, error) {
-	return load(opts)
+	r, eff, err := Resolve(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := r.Bind()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, eff, nil
 }

@@ -11,7 +11,9 @@ import (
 	"sort"
 )
 
-func load(opts LoadOptions) (*Compiled, *Effective, error) {
+// resolve is the resolve step: the layers in order, then the flags, then
+// the checks that span layers; resolveMerged compiles the result.
+func resolve(opts LoadOptions) (*Resolved, *Effective, error) {
 	if opts.ManagedDir == "" {
 		opts.ManagedDir = DefaultManagedDir
 	}
@@ -60,6 +62,15 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 		m.files = append(m.files, f.path)
 	}
 	m.seal()
+	pl, ap, err := profileLayer(opts, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pl != nil {
+		if err := m.apply(pl); err != nil {
+			return nil, nil, err
+		}
+	}
 	fl, err := flagLayer(opts, m)
 	if err != nil {
 		return nil, nil, err
@@ -77,14 +88,18 @@ func load(opts LoadOptions) (*Compiled, *Effective, error) {
 	} else if Mode(mode.val.(string)) == ModeFullAccess {
 		fmt.Fprintf(opts.Warn, "oxsupervise: WARNING: sandbox mode full-access (from %s): no filesystem or network confinement, credentials are readable; only use this inside an environment that is already isolated\n", mode.source())
 	}
-	c, err := compile(m, opts, ws, wsSrc)
+	r, err := resolveMerged(m, opts, ws)
 	if err != nil {
 		return nil, nil, err
 	}
+	r.base.Agent = ap
+	citeGrants(&r.base, ap)
+	r.base.Env.Set = m.agentEnv()
 	eff := m.effective()
+	m.agentEffective(eff, ap)
 	eff.Values = append(eff.Values, EffectiveValue{Key: "workspace", Value: ws.Path, Source: wsSrc})
 	sort.SliceStable(eff.Values, func(i, j int) bool { return eff.Values[i].Key < eff.Values[j].Key })
-	return c, eff, nil
+	return r, eff, nil
 }
 
 type layerFile struct {

@@ -3,7 +3,6 @@
 package session
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,84 +13,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
-	"github.com/openoxide/oxsupervise/loader"
-	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/planner"
 )
 
-// AttachOptions are the inputs of Attach.
-type AttachOptions struct {
-	PID    int
-	Policy *policy.Compiled
-	// CallerUID is the user on whose behalf attach runs (SUDO_UID when
-	// run through sudo); only their processes may be attached unless
-	// AllowOtherUser.
-	CallerUID      int
-	AllowOtherUser bool
-	Warn           io.Writer
-	Unavailable    map[string]bool
-	Cgroup         cgroup.Config
-	Registry       Registry
-	// Layers are applied to the session cgroup before any process moves
-	// in. With a bpf-lsm layer among them, filesystem rules apply.
-	Layers []SessionLayer
-}
-
 // AttachMessageNoFS is printed when attach cannot apply filesystem rules.
-const AttachMessageNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
+const AttachMessageNoFS = planner.AttachNoFS
 
 // pfKthread is PF_KTHREAD in include/linux/sched.h.
 const pfKthread = 0x00200000
-
-// procStat holds the fields of /proc/PID/stat attach needs.
-type procStat struct {
-	ppid  int
-	flags uint64
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	// comm may contain spaces and parentheses: parse after the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 7 {
-		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	var st procStat
-	st.ppid, _ = strconv.Atoi(f[1])
-	st.flags, _ = strconv.ParseUint(f[6], 10, 64)
-	return st, nil
-}
-
-// procUIDs returns the real and effective uid of pid.
-func procUIDs(pid int) (int, int, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) >= 2 {
-				r, _ := strconv.Atoi(fs[0])
-				e, _ := strconv.Atoi(fs[1])
-				return r, e, nil
-			}
-		}
-	}
-	return 0, 0, fmt.Errorf("no Uid line in /proc/%d/status", pid)
-}
 
 // checkAttachable refuses pids attach must not touch, with a clear reason.
 func checkAttachable(opts AttachOptions) error {
@@ -99,7 +33,7 @@ func checkAttachable(opts AttachOptions) error {
 	if pid <= 0 {
 		return fmt.Errorf("--pid %d: not a process id", pid)
 	}
-	st, err := readStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("pid %d: no such process", pid)
 	}
@@ -109,7 +43,7 @@ func checkAttachable(opts AttachOptions) error {
 	if pid == 1 {
 		return fmt.Errorf("pid 1 is the init process: it cannot be confined")
 	}
-	if st.flags&pfKthread != 0 || st.ppid == 2 && pid != 2 || pid == 2 {
+	if st.Flags&pfKthread != 0 || st.PPID == 2 && pid != 2 || pid == 2 {
 		return fmt.Errorf("pid %d is a kernel thread: it cannot be confined", pid)
 	}
 	for p := os.Getpid(); p > 1; {
@@ -119,21 +53,22 @@ func checkAttachable(opts AttachOptions) error {
 			}
 			return fmt.Errorf("pid %d is an ancestor of the supervisor: attaching it would confine the supervisor itself", pid)
 		}
-		s, err := readStat(p)
+		s, err := procfs.ReadStat(p)
 		if err != nil {
 			break
 		}
-		p = s.ppid
+		p = s.PPID
 	}
 	if id, ok, err := cgroup.SessionOf(opts.Cgroup, pid); err != nil {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	} else if ok {
 		return fmt.Errorf("pid %d is already in session %s", pid, id)
 	}
-	ruid, euid, err := procUIDs(pid)
+	status, err := procfs.ReadStatus(pid)
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	}
+	ruid, euid := status.UID[procfs.Real], status.UID[procfs.Effective]
 	if (ruid != opts.CallerUID || euid != opts.CallerUID) && !opts.AllowOtherUser {
 		return fmt.Errorf("pid %d belongs to uid %d, not to the calling user (uid %d); pass --allow-other-user as root to confine it anyway",
 			pid, euid, opts.CallerUID)
@@ -152,23 +87,12 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := checkAttachable(opts); err != nil {
 		return nil, err
 	}
-	if opts.Policy.FilesystemRules && !hasLayer(opts.Layers, LayerBPFLSM) {
-		lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
-		if !opts.Unavailable[LayerBPFLSM] {
-			lsmErr = loader.ProbeBPFLSM()
-			if lsmErr == nil {
-				lsmErr = errors.New("usable, but this supervisor did not load it")
-			}
-		}
-		fmt.Fprintf(warn, "oxsupervise attach: "+AttachMessageNoFS+"\n", lsmErr)
+	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Unavailable[LayerCgroup] {
-		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-	// Unlike run, attach has no network namespace to fall back on: a
-	// running process cannot be moved into one.
-	if opts.Policy.Network.Policy != policy.NetFull && !hasLayer(opts.Layers, LayerNetwork) {
-		return nil, &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer to confine a running process, and this supervisor does not provide it; attach with --net full to get cgroup containment only", opts.Policy.Network.Policy)}
+	for _, w := range lp.Warnings {
+		fmt.Fprintf(warn, "oxsupervise attach: warning: %s\n", w)
 	}
 	id, err := NewID()
 	if err != nil {
@@ -178,12 +102,12 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
 	})
 	if err != nil {
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
-	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy})
+	undoLayers, err := applyLayers(ctx, opts.Layers, SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: opts.Audit})
 	if err != nil {
 		group.Remove(context.Background())
 		return nil, err
@@ -191,7 +115,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := group.Freeze(ctx); err != nil {
 		undoLayers(context.Background())
 		group.Remove(context.Background())
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	origins := map[int]string{}
 	mount, _ := cgroup.Cgroup2Mount()
@@ -212,7 +136,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	}
 	if err := group.Thaw(ctx); err != nil {
 		rollback()
-		return nil, &BoundaryError{LayerCgroup, err}
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	digest, _ := opts.Policy.Digest()
 	e := &Entry{
@@ -266,7 +190,7 @@ func moveTree(ctx context.Context, group *cgroup.Group, opts AttachOptions, orig
 				if errors.Is(err, unix.ESRCH) || errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
-				return &BoundaryError{LayerCgroup, fmt.Errorf("move pid %d: %w", pid, err)}
+				return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move pid %d: %w", pid, err)}
 			}
 			origins[pid] = from
 			moved++

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
 )
 
 // startTree starts, outside any session, a shell with a multi-threaded
@@ -60,14 +62,8 @@ func descendants(root int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 {
-			parent[pid], _ = strconv.Atoi(f[1])
+		if st, err := procfs.ReadStat(pid); err == nil {
+			parent[pid] = st.PPID
 		}
 	}
 	var out []int

@@ -27,35 +27,43 @@ type auditor struct {
 	sink        *audit.FileSink
 	reader      *kernelaudit.Reader
 	launcherPID atomic.Int64
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	stop        *audit.Record // session_stop, written last by close
+	// auditSession is the session's kernel audit session id, 0 until known.
+	auditSession atomic.Int64
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	stop         *audit.Record // session_stop, written last by close
 }
 
-func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withLandlock bool, warn io.Writer) *auditor {
+// openAuditor opens the session's one audit sink, which the session's
+// layers share (SessionInfo.Audit).
+func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *auditor {
 	a := &auditor{id: id, mode: mode, warn: warn}
-	path := cfgAudit.Path
-	if path == "" {
-		path = audit.DefaultPath
-	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(cfgAudit)})
+	sink, err := openAuditLog(cfgAudit)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
 		return a
 	}
 	a.sink = sink
-	if !withLandlock {
-		return a
+	return a
+}
+
+// followLandlock writes the Landlock refusals the kernel audit feed
+// attributes to the session, until close.
+func (a *auditor) followLandlock(cfg cgroup.Config) {
+	if a.sink == nil {
+		return
 	}
+	id, mode, warn := a.id, a.mode, a.warn
 	reader, err := kernelaudit.Open(kernelaudit.Options{
 		Cgroup: cfg,
 		SessionOfPID: func(pid int) (string, bool) {
 			return id, int64(pid) == a.launcherPID.Load()
 		},
+		SessionOfAuditSession: a.isOwnAuditSession,
 	})
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: Landlock refusals of session %s will not be audited: %v\n", id, err)
-		return a
+		return
 	}
 	a.reader = reader
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,10 +83,33 @@ func startAudit(cfgAudit policy.Audit, id, mode string, cfg cgroup.Config, withL
 			a.write(r)
 		})
 	}()
-	return a
 }
 
 func (a *auditor) setLauncherPID(pid int) { a.launcherPID.Store(int64(pid)) }
+
+// isOwnAuditSession reports whether ses is the kernel audit session the
+// launcher opened (newAuditSession) for this session: every process of the
+// session carries it, exited or not. The launcher's id is read when the
+// command has exec'd (sessionStart) or, if a record comes first, then
+// (a record of the session cannot come before the launcher switched), and
+// kept once it differs from the supervisor's own.
+func (a *auditor) isOwnAuditSession(ses uint32) (string, bool) {
+	own := a.auditSession.Load()
+	if own == 0 {
+		pid := a.launcherPID.Load()
+		if pid == 0 {
+			return "", false
+		}
+		launcher, err1 := readAuditSession(fmt.Sprintf("/proc/%d/sessionid", pid))
+		self, err2 := readAuditSession("/proc/self/sessionid")
+		if err1 != nil || err2 != nil || launcher == self {
+			return "", false
+		}
+		own = int64(launcher)
+		a.auditSession.Store(own)
+	}
+	return a.id, int64(ses) == own
+}
 
 func (a *auditor) write(r audit.Record) {
 	if a.sink == nil {
@@ -90,6 +121,8 @@ func (a *auditor) write(r audit.Record) {
 }
 
 func (a *auditor) sessionStart(e *Entry) {
+	// The command has exec'd: the launcher's audit session is final.
+	a.isOwnAuditSession(0)
 	a.write(audit.Record{
 		Message: fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " ")),
 		Process: &audit.Process{PID: e.PID, CommandLine: strings.Join(e.Command, " ")},

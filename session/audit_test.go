@@ -59,9 +59,14 @@ func TestRunAuditsLandlockDenial(t *testing.T) {
 	e := newEnv(t)
 	logPath := filepath.Join(e.base, "audit", "audit.jsonl")
 	target := fmt.Sprintf("/etc/oxs-audit-test-%d", time.Now().UnixNano())
-	r := e.run(t, nil, "run", "--audit-log", logPath, "--", "sh", "-c", `"$FSOP" write `+target+`; echo "session=$OXSUPERVISE_SESSION"`)
-	if r.code != 0 || !strings.Contains(r.stdout, "EACCES") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	// Outside the writable roots the read-only view refuses a write with
+	// EROFS before Landlock is asked (the kernel audits no EROFS); a
+	// credential read is Landlock's refusal, and audited.
+	canary := filepath.Join(e.home, ".ssh", "canary")
+	r := e.run(t, nil, "run", "--audit-log", logPath, "--", "sh", "-c",
+		`"$FSOP" write `+target+`; "$FSOP" read `+canary+`; echo "session=$OXSUPERVISE_SESSION"`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "EROFS\nEACCES\n") {
+		t.Fatalf("exit %d, stdout %q (want EROFS for the write, EACCES for the read), stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if exists(target) {
 		t.Fatalf("%s was created", target)
@@ -87,14 +92,14 @@ func TestRunAuditsLandlockDenial(t *testing.T) {
 		case "session_stop":
 			stop = true
 		case "denial":
-			if rec.Ox.Layer == "landlock" && rec.Ox.Errno == int(unix.EACCES) && rec.File != nil && rec.File.Path == "/etc" &&
+			if rec.Ox.Layer == "landlock" && rec.Ox.Errno == int(unix.EACCES) && rec.File != nil && rec.File.Path == canary &&
 				rec.Process != nil && rec.Process.Name == "fsop" && rec.Ox.Mode == "workspace-write" {
 				denial = true
 			}
 		}
 	}
 	if !start || !stop || !denial {
-		t.Errorf("audit log lacks records: session_start %v, session_stop %v, landlock denial of fsop in /etc %v; stderr %q; log:\n%s",
-			start, stop, denial, r.stderr, b)
+		t.Errorf("audit log lacks records: session_start %v, session_stop %v, landlock denial of fsop reading %s %v; stderr %q; log:\n%s",
+			start, stop, canary, denial, r.stderr, b)
 	}
 }

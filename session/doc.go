@@ -1,6 +1,7 @@
 // Package session owns the lifetime of oxsupervise sessions on Linux: it
-// decides which enforcement layers a policy needs and refuses to start when
-// one cannot be built (fail closed), creates the session (id, cgroup v2
+// builds the layers package planner decided for a policy and refuses to
+// start when one the plan requires cannot be built (fail closed), creates
+// the session (id, cgroup v2
 // group, registry entry), starts the command through a launcher that is
 // born inside the session cgroup and a private mount namespace, and tears
 // everything down when the command exits. It also confines running process
@@ -11,6 +12,12 @@
 // (rather than doing the setup in the supervisor) means the supervisor never
 // runs confined, and nothing of the command ever runs unconfined: the
 // launcher execs the command only after every layer is in place.
+//
+// A session has one audit sink: Run opens the policy's log once
+// (audit_linux.go) and hands it to every layer in SessionInfo.Audit; the
+// layers' refusals pass their own flood control into it
+// (layeraudit_linux.go). Attach's caller passes the sink it keeps open for
+// as long as the layers live (AttachOptions.Audit).
 //
 // A supervisor killed with SIGKILL cannot clean up. The command itself dies
 // with it (parent-death signal, re-armed after the launcher changes user),

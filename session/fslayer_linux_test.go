@@ -197,7 +197,7 @@ func TestFSRecord(t *testing.T) {
 func TestKernelEventsAccountingRecords(t *testing.T) {
 	for _, k := range []*kernelEvents{
 		{layer: audit.LayerBPFLSM, what: "filesystem"},
-		{layer: audit.LayerCgroup, what: "network"},
+		{layer: audit.LayerCgroupNet, what: "network"},
 	} {
 		lost := k.lostRecord(12, "the kernel ring buffer was full")
 		lost.Normalize()

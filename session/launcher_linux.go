@@ -10,16 +10,11 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/landlock"
 )
-
-// LauncherVerb is the hidden first argument that turns the binary into the
-// launcher. The supervisor passes it; users never do.
-const LauncherVerb = "__launch"
 
 // The launcher's inherited descriptors.
 const (
@@ -42,9 +37,16 @@ type LaunchSpec struct {
 	UID       int      `json:"uid"`
 	GID       int      `json:"gid"`
 	Groups    []int    `json:"groups"`
+	// Capabilities are the only ones the command keeps (policy
+	// sandbox.capabilities, by name); every other one is dropped from
+	// all five sets, root included.
+	Capabilities []string `json:"capabilities,omitempty"`
 
 	Mounts   landlock.MountPlan `json:"mounts"`
 	Landlock *landlock.Ruleset  `json:"landlock,omitempty"`
+	// RestrictSockets makes the seccomp filter refuse socket families
+	// and types the network layers cannot judge (network is not "full").
+	RestrictSockets bool `json:"restrict_sockets,omitempty"`
 	// LoopbackUp brings up lo in the launcher's private network namespace
 	// (only meaningful when the supervisor cloned one).
 	LoopbackUp bool `json:"loopback_up,omitempty"`
@@ -59,19 +61,6 @@ type launchFailure struct {
 	Layer string `json:"layer,omitempty"` // set when a boundary layer failed
 	Exec  int    `json:"exec,omitempty"`  // set when exec of the command failed
 	Error string `json:"error"`
-}
-
-// rootCapsDropped are removed from the bounding set when the command runs
-// as root: without them root cannot remount, load modules or BPF, trace
-// other processes or poke raw devices, which would undo the boundary.
-var rootCapsDropped = []uintptr{
-	unix.CAP_SYS_ADMIN, unix.CAP_SYS_MODULE, unix.CAP_BPF, unix.CAP_PERFMON,
-	unix.CAP_SYS_PTRACE, unix.CAP_SYS_RAWIO, unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE,
-	unix.CAP_SYS_BOOT, unix.CAP_SETPCAP, unix.CAP_SYSLOG, unix.CAP_AUDIT_CONTROL,
-	unix.CAP_LINUX_IMMUTABLE, unix.CAP_MKNOD, unix.CAP_SYS_CHROOT,
-	// open_by_handle_at(2) reaches an inode through the mount a handle
-	// names, i.e. past the read-only bind mounts on protected paths.
-	unix.CAP_DAC_READ_SEARCH,
 }
 
 // LauncherMain is the launcher process: it builds the boundary inside the
@@ -121,6 +110,8 @@ func LauncherMain() int {
 
 // buildBoundary does every step before exec and names the layer that failed.
 func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
+	// Before the mounts: /proc is read-only after them.
+	newAuditSession(spec.UID)
 	if err := spec.Mounts.Apply(); err != nil {
 		return LayerMountNS, err
 	}
@@ -163,71 +154,10 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 	} else if err := prepared.RestrictSelf(); err != nil {
 		return LayerLandlock, err
 	}
-	if err := denyTIOCSTI(); err != nil {
+	if err := installSessionFilter(spec.RestrictSockets); err != nil {
 		return LayerSeccomp, err
 	}
 	return "", nil
-}
-
-// dropPrivileges switches this thread to the target user. The raw,
-// per-thread syscalls are deliberate: the thread that execs is the one whose
-// credentials the command gets, and Go's all-threads variants fail in
-// binaries that use cgo.
-func dropPrivileges(spec *LaunchSpec) error {
-	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("clear ambient capabilities: %w", errno)
-	}
-	drop := rootCapsDropped
-	if spec.UID != 0 {
-		drop = nil
-		for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
-			drop = append(drop, c)
-		}
-	}
-	// CAP_SETPCAP, needed to drop, is itself in the list: drop it last.
-	for _, c := range drop {
-		if c == unix.CAP_SETPCAP {
-			continue
-		}
-		if _, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); errno != 0 && errno != unix.EINVAL {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
-		}
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, unix.CAP_SETPCAP, 0); errno != 0 {
-		return fmt.Errorf("drop CAP_SETPCAP from the bounding set: %w", errno)
-	}
-	// Root's inheritable set would pass dropped capabilities through exec
-	// (root's file inheritable set is full): clear it.
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("read capabilities: %w", err)
-	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("clear inheritable capabilities: %w", err)
-	}
-	if spec.UID == 0 && spec.GID == 0 {
-		return nil
-	}
-	groups := make([]uint32, len(spec.Groups))
-	for i, g := range spec.Groups {
-		groups[i] = uint32(g)
-	}
-	var gp uintptr
-	if len(groups) > 0 {
-		gp = uintptr(unsafe.Pointer(&groups[0]))
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); errno != 0 {
-		return fmt.Errorf("setgroups %v: %w", spec.Groups, errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(spec.GID), uintptr(spec.GID), uintptr(spec.GID)); errno != 0 {
-		return fmt.Errorf("setresgid %d: %w", spec.GID, errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); errno != 0 {
-		return fmt.Errorf("setresuid %d: %w", spec.UID, errno)
-	}
-	return nil
 }
 
 // rearmParentDeathSignal sets SIGKILL as the parent-death signal again:

@@ -11,33 +11,49 @@ import (
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// sessionAudit is a layer's own handle on one session's audit log, behind
-// flood control. The layers applied from outside (BPF-LSM, network) write
-// refusals from their event loops, independently of the supervisor's sink.
+// sessionAudit is a layer's handle on one session's audit log, behind flood
+// control. The layers applied from outside (BPF-LSM, network) write
+// refusals from their event loops into the session's sink (SessionInfo.Audit).
 // w is nil when the log could not be opened: the layer still enforces and
 // says that it will not audit.
 type sessionAudit struct {
 	id, mode string
 	sink     *audit.FileSink
-	w        *audit.FloodControl
+	// ownSink is set when the layer opened sink itself (the session came
+	// without one) and so closes it.
+	ownSink bool
+	w       *audit.FloodControl
 }
 
-// openSessionAudit opens s's audit log; what names the refusals in the
+// openSessionAudit puts flood control in front of s's audit sink, opening
+// the policy's log when s brings none; what names the refusals in the
 // warning printed when it cannot be opened.
 func openSessionAudit(s SessionInfo, flood audit.FloodOptions, warn io.Writer, what string) sessionAudit {
 	a := sessionAudit{id: s.ID, mode: string(s.Policy.Mode)}
-	path := s.Policy.Audit.Path
-	if path == "" {
-		path = audit.DefaultPath
+	if s.Audit != nil {
+		a.sink = s.Audit
+		a.w = audit.NewFloodControl(s.Audit, flood)
+		return a
 	}
-	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(s.Policy.Audit)})
+	sink, err := openAuditLog(s.Policy.Audit)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s refusals of session %s will NOT be audited: %v\n", what, s.ID, err)
 		return a
 	}
-	a.sink = sink
+	a.sink, a.ownSink = sink, true
 	a.w = audit.NewFloodControl(sink, flood)
 	return a
+}
+
+// openAuditLog opens the audit log a policy names (the default one when
+// it names none), with the enrichment and journald copy every session
+// sink gets.
+func openAuditLog(cfg policy.Audit) (*audit.FileSink, error) {
+	path := cfg.Path
+	if path == "" {
+		path = audit.DefaultPath
+	}
+	return audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(cfg)})
 }
 
 // close writes the session's pending suppressed summary and closes its log.
@@ -47,7 +63,7 @@ func (a *sessionAudit) close(warn io.Writer) {
 			fmt.Fprintf(warn, "oxsupervise: warning: audit record lost: %v\n", err)
 		}
 	}
-	if a.sink != nil {
+	if a.ownSink {
 		if err := a.sink.Close(); err != nil {
 			fmt.Fprintf(warn, "oxsupervise: warning: audit log: %v\n", err)
 		}

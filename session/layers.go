@@ -2,56 +2,34 @@ package session
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
 // Layer names, as they appear in messages, registry entries and audit
-// records.
+// records (package planner defines them).
 const (
-	LayerCgroup   = "cgroup"
-	LayerMountNS  = "mount-namespace"
-	LayerLandlock = "landlock"
-	LayerBPFLSM   = "bpf-lsm"
-	LayerNetwork  = "network"
-	// LayerNetNS is the empty network namespace that enforces network
-	// "none" in run when no cgroup network layer is given.
-	LayerNetNS = "network-namespace"
-	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
-	LayerSeccomp = "seccomp"
+	LayerCgroup   = planner.LayerCgroup
+	LayerMountNS  = planner.LayerMountNS
+	LayerLandlock = planner.LayerLandlock
+	LayerBPFLSM   = planner.LayerBPFLSM
+	LayerNetwork  = planner.LayerNetwork
+	LayerNetNS    = planner.LayerNetNS
+	LayerSeccomp  = planner.LayerSeccomp
 )
 
 // ForceUnavailableEnv names the environment variable that marks layers as
-// unavailable (comma-separated layer names). It exists to prove the
-// fail-closed path in tests and can only ever make `run` refuse, never
-// weaken a boundary.
-const ForceUnavailableEnv = "OXSUPERVISE_FORCE_UNAVAILABLE"
+// unavailable (see planner.ForceUnavailableEnv).
+const ForceUnavailableEnv = planner.ForceUnavailableEnv
 
 // ParseUnavailable parses the value of ForceUnavailableEnv.
-func ParseUnavailable(v string) map[string]bool {
-	out := map[string]bool{}
-	for _, name := range strings.Split(v, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			out[name] = true
-		}
-	}
-	return out
-}
+func ParseUnavailable(v string) map[string]bool { return planner.ParseUnavailable(v) }
 
 // BoundaryError means a layer the policy needs could not be built; nothing
 // of the command ran.
-type BoundaryError struct {
-	Layer string
-	Err   error
-}
-
-func (e *BoundaryError) Error() string {
-	return fmt.Sprintf("layer %s cannot be built: %v", e.Layer, e.Err)
-}
-
-func (e *BoundaryError) Unwrap() error { return e.Err }
+type BoundaryError = planner.BoundaryError
 
 // ExecError means the boundary was built but the command could not be
 // executed (not found, not executable); Code is the shell convention
@@ -73,6 +51,12 @@ type SessionInfo struct {
 	// session: the key of per-session BPF map entries.
 	CgroupID uint64
 	Policy   *policy.Compiled
+	// Audit is the session's audit log, opened once by whoever builds the
+	// session (Run; the caller of Attach through AttachOptions.Audit) and
+	// shared by every layer, which writes to it but does not close it. A
+	// layer given none opens Policy.Audit.Path itself and closes it when
+	// the session ends.
+	Audit *audit.FileSink
 }
 
 // SessionLayer is an enforcement layer applied to the session from the
@@ -104,7 +88,7 @@ func applyLayers(ctx context.Context, layers []SessionLayer, s SessionInfo) (fun
 		td, err := l.Apply(ctx, s)
 		if err != nil {
 			undo(ctx)
-			return nil, &BoundaryError{l.Name(), err}
+			return nil, &BoundaryError{Layer: l.Name(), Err: err}
 		}
 		if td != nil {
 			teardowns = append(teardowns, td)
@@ -113,12 +97,17 @@ func applyLayers(ctx context.Context, layers []SessionLayer, s SessionInfo) (fun
 	return undo, nil
 }
 
-// hasLayer reports whether layers include one called name.
-func hasLayer(layers []SessionLayer, name string) bool {
+// externalCapabilities completes caps with the BPF layers a caller handed
+// over as SessionLayers, for a Run or Attach given no Plan: a layer that
+// was not handed over is not provided, whatever the kernel could load.
+func externalCapabilities(caps planner.Capabilities, layers []SessionLayer) planner.Capabilities {
 	for _, l := range layers {
-		if l.Name() == name {
-			return true
+		switch l.Name() {
+		case LayerBPFLSM:
+			caps.BPFLSM = nil
+		case LayerNetwork:
+			caps.Network = nil
 		}
 	}
-	return false
+	return caps
 }

@@ -15,20 +15,6 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 )
 
-// Status is one session as `sessions` shows it: the registry entry joined
-// with the live cgroup.
-type Status struct {
-	Entry
-	// Procs are the pids in the session group now.
-	Procs []int `json:"procs"`
-	// State is "running", "empty" (group exists, no process),
-	// "orphaned" (a run session whose supervisor is gone, e.g. SIGKILLed:
-	// what is left stays confined but is killed only by `stop` or a
-	// daemon's start), "no-registry" (a group nobody recorded, e.g. after a
-	// crash) or "stale" (a record whose group is gone).
-	State string `json:"state"`
-}
-
 // List joins the registry with the session groups.
 func List(cfg cgroup.Config, reg Registry) ([]Status, error) {
 	entries, regErr := reg.List()

@@ -35,6 +35,10 @@ type NetworkConfig struct {
 	// Flood tunes the per-session flood control, in the kernel and in
 	// front of the audit sink.
 	Flood audit.FloodOptions
+	// Pinned, when set, is where the programs are pinned already,
+	// attached on Parent and reporting through Events (package host):
+	// they are opened from there instead of loaded again.
+	Pinned string
 }
 
 // NetworkLayer is the SessionLayer LayerNetwork: cgroup BPF network rules
@@ -54,13 +58,14 @@ type NetworkLayer struct {
 // NewNetworkLayer attaches the network programs on cfg.Parent. An error
 // means cgroup BPF network enforcement is not available here.
 func NewNetworkLayer(cfg NetworkConfig) (*NetworkLayer, error) {
-	l := &NetworkLayer{ev: kernelEvents{src: loader.SourceNet, layer: audit.LayerCgroup, what: "network", flood: cfg.Flood}}
+	l := &NetworkLayer{ev: kernelEvents{src: loader.SourceNet, layer: audit.LayerCgroupNet, what: "network", flood: cfg.Flood}}
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
 	enf, err := egress.Attach(cfg.Parent, egress.Config{
 		Resolver: egress.ResolverConfig{Upstream: cfg.Upstream, Timeout: cfg.Timeout, OnRefusal: l.dnsRefused},
 		Events:   l.ev.ring.Maps(),
+		Pinned:   cfg.Pinned,
 	})
 	if err != nil {
 		l.ev.closeAll(func() error { return nil })
@@ -120,7 +125,7 @@ func networkRecord(ev egress.Event, ns *eventSession, hostname func(uint64, neti
 	r := &audit.Record{
 		Timestamp: bootToWall(ev.BootTimeNs, now),
 		Event:     audit.Event{Action: ev.Op.String(), Reason: ev.Reason.String()},
-		Ox: audit.Ox{Kind: audit.KindDenial, Session: ns.id, Layer: audit.LayerCgroup, Class: audit.ClassNetwork,
+		Ox: audit.Ox{Kind: audit.KindDenial, Session: ns.id, Layer: audit.LayerCgroupNet, Class: audit.ClassNetwork,
 			Errno: int(unix.EPERM), Rule: ev.Reason.String(), Mode: ns.mode},
 	}
 	if ev.PID != 0 {

@@ -12,9 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,46 +20,13 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/landlock"
-	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-// RunOptions are the inputs of Run.
-type RunOptions struct {
-	Policy *policy.Compiled
-	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
-	Argv []string
-	// Env is the caller's environment; Run scrubs it per Policy.Env.
-	Env []string
-	// Dir is the working directory of the command.
-	Dir string
-	// UID, GID and Groups are the user the command runs as.
-	UID, GID int
-	Groups   []int
-
-	Stdin, Stdout, Stderr *os.File
-	// Warn receives warnings (one line each); nil discards them.
-	Warn io.Writer
-	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
-	Unavailable map[string]bool
-	// SelfExe is the launcher binary; "" means /proc/self/exe.
-	SelfExe  string
-	Cgroup   cgroup.Config
-	Registry Registry
-	// Layers are applied to the session cgroup before the launcher starts
-	// (cgroup network programs), except those whose rules would refuse
-	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
-	// after the launcher's mount namespace is built and before it execs.
-	Layers []SessionLayer
-	// OnStart, when set, is called once with the session's identity after
-	// its cgroup exists and the layers applied before the launch are in
-	// place, and before the command's first instruction: how a
-	// supervisor (the daemon) learns the id of the session it waits for.
-	OnStart func(SessionInfo)
-}
-
-// Plan is the set of layers a session gets, decided before anything is
-// created.
+// Plan is what Run builds itself of a planner.Plan (the Landlock ruleset,
+// the mount namespace, the empty network namespace), bound to this policy
+// before anything is created.
 type Plan struct {
 	Landlock *landlock.Ruleset
 	Mounts   landlock.MountPlan
@@ -71,148 +36,67 @@ type Plan struct {
 	// LoopbackUp brings up lo inside that namespace, so the session
 	// reaches its own listeners and nothing else (loopback "session").
 	LoopbackUp bool
-	Layers     []string
-	Warnings   []string
+	// QuarantineNames watches the writable roots for protected names the
+	// session creates (no BPF-LSM refuses them) and moves them out.
+	QuarantineNames bool
+	Layers          []string
+	// Warnings are binding's own (Landlock's ABI); the planner's are the
+	// planner.Plan's.
+	Warnings []string
 }
 
-// Decide probes the machine and decides the layers for c. A layer the
-// policy needs that cannot be built is a *BoundaryError.
-//
-// BPF-LSM (DESIGN §3) is the primary filesystem layer when external holds
-// a SessionLayer named LayerBPFLSM; Landlock and the mount namespace are
-// stacked on top as defence in depth, and are the filesystem layer on
-// their own when BPF-LSM is not usable.
-func Decide(c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) (*Plan, error) {
-	p := &Plan{}
-	if unavailable[LayerCgroup] {
-		return nil, &BoundaryError{LayerCgroup, errors.New("marked unavailable by " + ForceUnavailableEnv)}
+// decide returns opts.Plan, or for a caller that gave none the plan of
+// the kernel's capabilities and the BPF layers it handed over.
+func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, unavailable map[string]bool, layers []SessionLayer) (*planner.Plan, error) {
+	if plan != nil {
+		if plan.Verb != verb {
+			return nil, fmt.Errorf("%s given a plan for %s", verb, plan.Verb)
+		}
+		return plan, nil
 	}
-	if _, err := cgroup.Cgroup2Mount(); err != nil {
-		return nil, &BoundaryError{LayerCgroup, err}
-	}
+	return planner.Decide(verb, c, externalCapabilities(planner.Probe(unavailable), layers))
+}
+
+// bind builds the layers lp gives run's launcher. Deciding which layers a
+// session gets is package planner's; what can only be known once the
+// rules are built (an ABI that cannot honour the policy) is a refusal when
+// Landlock is the filesystem layer and lp's fallback warning when it is
+// stacked on BPF-LSM.
+func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
+	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, QuarantineNames: lp.QuarantineNames}
 	p.Layers = append(p.Layers, LayerCgroup)
-
-	if unavailable[LayerMountNS] {
-		return nil, &BoundaryError{LayerMountNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-
-	abi, llErr := landlock.ABI()
-	if unavailable[LayerLandlock] {
-		llErr = errors.New("marked unavailable by " + ForceUnavailableEnv)
-	}
-	if llErr != nil {
-		if c.FilesystemRules && !hasLayer(external, LayerBPFLSM) {
-			lsmErr := errors.New("marked unavailable by " + ForceUnavailableEnv)
-			if !unavailable[LayerBPFLSM] {
-				lsmErr = loader.ProbeBPFLSM()
-				if lsmErr == nil {
-					lsmErr = errors.New("usable, but this supervisor did not load it")
-				}
-			}
-			return nil, &BoundaryError{LayerLandlock, fmt.Errorf("%v; no other filesystem layer either (bpf-lsm: %v)", llErr, lsmErr)}
-		}
-		if c.Mode != policy.ModeFullAccess {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock unavailable (%v): no signal or abstract-socket scoping", llErr))
-		}
-	} else if hasLayer(external, LayerBPFLSM) && abi < landlock.AuditABI {
-		// Landlock comes before bpf in every kernel's LSM order, so a
-		// refusal both layers would make is Landlock's; below ABI 7 the
-		// kernel does not audit it, and nothing would report it. BPF-LSM
-		// enforces (and reports) the whole policy alone.
-		p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: ABI %d cannot report refusals to audit (needs ABI %d)", abi, landlock.AuditABI))
-	} else {
-		rs, warnings, err := landlock.Plan(c, abi)
+	if lp.Landlock != planner.Absent {
+		rs, warnings, err := landlock.Plan(c, lp.LandlockABI)
 		switch {
-		case err != nil && !hasLayer(external, LayerBPFLSM):
-			return nil, &BoundaryError{LayerLandlock, err}
+		case err != nil && lp.Landlock == planner.Required:
+			return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 		case err != nil:
 			// BPF-LSM enforces the whole policy; Landlock on top is
 			// defence in depth, and an ABI too old to honour all of the
 			// policy (truncate before ABI 3) must not block it.
-			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: %v", err))
+			p.Warnings = append(p.Warnings, fmt.Sprintf(lp.LandlockFallback, err))
 		default:
 			p.Warnings = append(p.Warnings, warnings...)
 			if !rs.Empty() {
 				p.Landlock = rs
-				p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, abi))
+				p.Layers = append(p.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, lp.LandlockABI))
 			}
 		}
 	}
-
 	m, err := landlock.PlanMounts(c, p.Landlock)
 	if err != nil {
-		return nil, &BoundaryError{LayerMountNS, err}
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
+	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
+	// the writable roots: the mount namespace is read-only there.
+	m.ReadOnlyView = lp.ReadOnlyView
 	p.Mounts = m
 	p.Layers = append(p.Layers, LayerMountNS)
-
-	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !hasLayer(external, LayerBPFLSM) {
-		// Landlock and bind mounts only protect inodes that exist now, and
-		// oxsupervise never creates placeholders on the host: a protected
-		// name created during the session (git init, a first .claude/) is
-		// writable until BPF-LSM, which matches by name, enforces it.
-		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names that do not exist yet (a new .git/hooks, a first .claude/) are NOT protected; only existing ones are")
-	}
-	if c.Mode != policy.ModeFullAccess {
-		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
-		// socket, a network namespace does not cover AF_UNIX, and the
-		// BPF-LSM filesystem programs (fsguard) hook no socket connect
-		// either: say so whichever filesystem layer runs.
-		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
-	}
-	if err := decideNetwork(p, c, unavailable, external); err != nil {
-		return nil, err
+	if p.NetNS {
+		p.Layers = append(p.Layers, LayerNetNS)
 	}
 	// full-access is announced loudly by policy.Load, with where it was set.
 	return p, nil
-}
-
-// decideNetwork picks how c.Network is enforced. A SessionLayer named
-// LayerNetwork (cgroup BPF) owns it when present; otherwise only "none" can
-// be honoured, with an empty network namespace, and an allowlist cannot be
-// honoured at all: running it with full network would be a silently weaker
-// boundary, so it is refused.
-func decideNetwork(p *Plan, c *policy.Compiled, unavailable map[string]bool, external []SessionLayer) error {
-	if hasLayer(external, LayerNetwork) || c.Network.Policy == policy.NetFull {
-		return nil
-	}
-	// The zero value is treated as the default, none: a hand-built
-	// Compiled must not get full network by omission.
-	if c.Network.Policy != policy.NetNone && c.Network.Policy != "" {
-		return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer, which this supervisor does not provide; use --net none or --net full", c.Network.Policy)}
-	}
-	if unavailable[LayerNetNS] {
-		return &BoundaryError{LayerNetNS, errors.New("marked unavailable by " + ForceUnavailableEnv)}
-	}
-	p.NetNS = true
-	p.LoopbackUp = c.Network.Loopback != policy.LoopbackNone
-	p.Layers = append(p.Layers, LayerNetNS)
-	if c.Network.Loopback == policy.LoopbackAll {
-		p.Warnings = append(p.Warnings, "network none without the cgroup network layer: the session has its own loopback; the host's loopback services (loopback = \"all\") are NOT reachable")
-	}
-	return nil
-}
-
-func lookPath(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
-	}
-	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", file)
 }
 
 // Run runs opts.Argv in a new session and returns its exit status (128+N
@@ -226,28 +110,47 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if len(opts.Argv) == 0 {
 		return 0, errors.New("run: no command given")
 	}
-	plan, err := Decide(opts.Policy, opts.Unavailable, opts.Layers)
+	// An agent profile's switches (the agent's own sandbox off) go on the
+	// command line when the agent has no environment variable for them.
+	opts.Argv = opts.Policy.CommandLine(opts.Argv)
+	env := ScrubEnv(opts.Env, opts.Policy.Env)
+	caches, err := prepareSandboxCaches(opts.Policy, env, opts.UID, opts.GID)
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: no sandbox caches (%v): tools use their default caches, which lie outside the writable roots\n", err)
+	}
+	if caches != nil {
+		opts.Policy, env = caches.policy, caches.env
+	}
+	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	if err != nil {
+		return 0, err
+	}
+	// The plan's warnings first: they say why a layer is missing even
+	// when binding the one left then refuses.
+	for _, w := range lp.Warnings {
+		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
+	}
+	plan, err := bind(opts.Policy, lp)
 	if err != nil {
 		return 0, err
 	}
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-	env := ScrubEnv(opts.Env, opts.Policy.Env)
-	exe, err := lookPath(opts.Argv[0], env)
+	exe, err := LookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}
 
 	id, err := NewID()
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	group, err := cgroup.NewSession(opts.Cgroup, id, cgroup.Limits{
 		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
 	})
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
@@ -263,13 +166,17 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	if err := opts.Registry.Put(entry); err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy}
+	// The session's one audit sink: the supervisor's records and every
+	// layer's refusals go through it.
+	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
+		aud.close()
 		return 0, err
 	}
 	if opts.OnStart != nil {
@@ -286,28 +193,33 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	aud := startAudit(opts.Policy.Audit, id, string(opts.Policy.Mode), opts.Cgroup, plan.Landlock != nil, warn)
+	if plan.Landlock != nil {
+		aud.followLandlock(opts.Cgroup)
+	}
+	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
-		UID: opts.UID, GID: opts.GID, Groups: opts.Groups,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		ExecGate: len(gated) > 0,
+		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		ExecGate:        len(gated) > 0,
 	}
+	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	// Every process of the session is gone: the final check of names.
+	names.close()
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err
 }
-
-// SessionEnv tells the command (and tools it runs) which session it is in.
-const SessionEnv = "OXSUPERVISE_SESSION"
 
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.
@@ -365,18 +277,18 @@ const (
 func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	cgFD, err := group.OpenFD()
 	if err != nil {
-		return 0, &BoundaryError{LayerCgroup, err}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	defer cgFD.Close()
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{LayerMountNS, err}
+		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
 	defer specR.Close()
 	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{LayerMountNS, err}
+		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
 	defer statusR.Close()
 	defer statusW.Close()
@@ -386,7 +298,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	if spec.ExecGate {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("exec gate socket: %w", err)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("exec gate socket: %w", err)}
 		}
 		gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
 		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
@@ -437,7 +349,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		return 0, &BoundaryError{LayerCgroup, fmt.Errorf("start launcher in %s: %w", group.Path, err)}
+		return 0, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("start launcher in %s: %w", group.Path, err)}
 	}
 	aud.setLauncherPID(cmd.Process.Pid)
 	specR.Close()
@@ -462,7 +374,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 			if _, err := gateParent.Write([]byte{gateGo}); err != nil {
 				cmd.Process.Kill()
 				cmd.Wait()
-				return 0, &BoundaryError{LayerMountNS, fmt.Errorf("open the exec gate: %w", err)}
+				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
 			}
 		}
 		gateParent.Close()
@@ -473,15 +385,15 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		cmd.Wait()
 		var f launchFailure
 		if werr != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("send launch spec: %w", werr)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("send launch spec: %w", werr)}
 		}
 		if err := json.Unmarshal(status, &f); err != nil {
-			return 0, &BoundaryError{LayerMountNS, fmt.Errorf("launcher: %s", status)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("launcher: %s", status)}
 		}
 		if f.Exec != 0 {
 			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
 		}
-		return 0, &BoundaryError{f.Layer, errors.New(f.Error)}
+		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
 	}
 	entry.PID = cmd.Process.Pid
 	if err := opts.Registry.Put(*entry); err != nil {

@@ -11,83 +11,190 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syscallID is one (audit arch, syscall number) through which ioctl(2) is
-// reachable: a 64-bit kernel also serves the 32-bit (and x32) ABIs, and a
-// filter that only knows the native number is bypassed by them.
-type syscallID struct {
-	arch uint32
-	nr   uint32
-}
+// The session's seccomp filter refuses what no other layer can judge:
+//   - ioctl(fd, TIOCSTI, ...) with EPERM. The command shares the invoking
+//     shell's terminal, and TIOCSTI on it queues keystrokes that shell runs
+//     after the session ends, outside every layer; Landlock's ioctl right
+//     does not cover descriptors inherited across restrict_self, and
+//     dev.tty.legacy_tiocsti is still 1 on many kernels.
+//   - io_uring_setup, io_uring_enter and io_uring_register with ENOSYS, as
+//     on a kernel without io_uring (callers such as libuv fall back to
+//     plain syscalls): io_uring operations do not pass seccomp, and
+//     openat, connect or socket through a ring would pass this filter.
+//   - unless network is "full", socket(2) in a family other than AF_UNIX,
+//     AF_INET, AF_INET6 and AF_NETLINK with EAFNOSUPPORT (as a kernel
+//     without that family answers), and raw or packet-type sockets of
+//     AF_INET and AF_INET6 with EPERM (as without CAP_NET_RAW): the
+//     cgroup network programs see TCP and UDP of inet sockets only, and
+//     the frames of an AF_PACKET or raw socket pass them by;
+//     socketpair(2) outside AF_UNIX likewise. The 32-bit x86 socketcall(2)
+//     multiplexer hides its arguments from seccomp, so its SYS_SOCKET and
+//     SYS_SOCKETPAIR calls get ENOSYS: 32-bit programs must use the direct
+//     socket syscalls (Linux 4.3), which the filter judges.
+//
+// The filter is installed with SECCOMP_FILTER_FLAG_LOG: the kernel audits
+// every refusal as an AUDIT_SECCOMP record (when kernel.seccomp
+// .actions_logged includes errno, its default), which kernelaudit turns
+// into an audit record of layer seccomp.
+
+// Errnos of the filter's refusals.
+const (
+	errnoTIOCSTI = unix.EPERM
+	errnoIOUring = unix.ENOSYS
+	errnoFamily  = unix.EAFNOSUPPORT
+	errnoRaw     = unix.EPERM
+	errnoSockMux = unix.ENOSYS
+)
 
 // x32SyscallBit marks x32 syscall numbers on x86-64.
 const x32SyscallBit = 0x40000000
 
-func ioctlSyscalls() ([]syscallID, error) {
+// archSyscalls are the numbers of the filtered syscalls in one ABI: a
+// 64-bit kernel also serves the 32-bit (and x32) ABIs, and a filter that
+// only knows the native numbers is bypassed by them.
+type archSyscalls struct {
+	arch                      uint32
+	ioctl, ioURing            []uint32
+	socket, socketpair, muxed []uint32
+}
+
+func ioURingNrs(bit uint32) []uint32 { return []uint32{bit | 425, bit | 426, bit | 427} }
+
+func filteredSyscalls() ([]archSyscalls, error) {
 	switch runtime.GOARCH {
 	case "amd64":
-		return []syscallID{{unix.AUDIT_ARCH_X86_64, unix.SYS_IOCTL}, {unix.AUDIT_ARCH_X86_64, x32SyscallBit | 514}, {unix.AUDIT_ARCH_I386, 54}}, nil
+		return []archSyscalls{
+			{arch: unix.AUDIT_ARCH_X86_64,
+				ioctl:   []uint32{unix.SYS_IOCTL, x32SyscallBit | 514},
+				ioURing: append(ioURingNrs(0), ioURingNrs(x32SyscallBit)...),
+				socket:  []uint32{unix.SYS_SOCKET, x32SyscallBit | unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR, x32SyscallBit | unix.SYS_SOCKETPAIR}},
+			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}},
+		}, nil
 	case "arm64":
-		return []syscallID{{unix.AUDIT_ARCH_AARCH64, unix.SYS_IOCTL}, {unix.AUDIT_ARCH_ARM, 54}}, nil
+		return []archSyscalls{
+			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}},
+			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{281}, socketpair: []uint32{288}},
+		}, nil
 	case "386":
-		return []syscallID{{unix.AUDIT_ARCH_I386, unix.SYS_IOCTL}}, nil
+		return []archSyscalls{{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}}}, nil
 	case "riscv64":
-		return []syscallID{{unix.AUDIT_ARCH_RISCV64, unix.SYS_IOCTL}}, nil
+		return []archSyscalls{{arch: unix.AUDIT_ARCH_RISCV64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}}}, nil
 	}
-	return nil, fmt.Errorf("no ioctl syscall table for %s", runtime.GOARCH)
+	return nil, fmt.Errorf("no syscall table for %s", runtime.GOARCH)
 }
 
-// tiocstiFilter is a seccomp program that fails ioctl(fd, TIOCSTI, ...)
-// with EPERM and allows everything else. For each syscallID it checks
-// arch, number, then the low 32 bits of the request argument (the kernel
-// compares an unsigned int).
-func tiocstiFilter(ids []syscallID) []unix.SockFilter {
-	const (
-		offNr   = 0
-		offArch = 4
-		offArg1 = 24 // seccomp_data.args[1]
-		perID   = 6
-	)
-	arg1Low := uint32(offArg1)
+// Offsets in struct seccomp_data.
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+)
+
+// argLow is the offset of the low 32 bits of argument i: the kernel
+// compares an int (family, type) or unsigned int (ioctl request).
+func argLow(i uint32) uint32 {
+	off := offArg0 + 8*i
 	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 { // big endian
-		arg1Low += 4
+		off += 4
 	}
-	ld := func(off uint32) unix.SockFilter {
-		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
-	}
-	jeq := func(k uint32, jt, jf uint8) unix.SockFilter {
-		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: jt, Jf: jf, K: k}
-	}
-	deny := len(ids)*perID + 1
-	var prog []unix.SockFilter
-	for i, id := range ids {
-		prog = append(prog,
-			ld(offArch), jeq(id.arch, 0, 4),
-			ld(offNr), jeq(id.nr, 0, 2),
-			ld(arg1Low), jeq(unix.TIOCSTI, uint8(deny-(i*perID+5)-1), 0),
-		)
-	}
-	return append(prog,
-		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
-		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
-	)
+	return off
 }
 
-// denyTIOCSTI installs tiocstiFilter on the calling thread (no_new_privs
-// must be set). The command shares the invoking shell's terminal, and
-// TIOCSTI on it queues keystrokes that shell runs after the session ends,
-// outside every layer; Landlock's ioctl right does not cover descriptors
-// inherited across restrict_self, and dev.tty.legacy_tiocsti is still 1 on
-// many kernels.
-func denyTIOCSTI() error {
-	ids, err := ioctlSyscalls()
-	if err != nil {
-		return fmt.Errorf("filter TIOCSTI: %w", err)
+// sessionFilter is the session's seccomp program; restrictSockets adds
+// the socket rules (network is not "full").
+func sessionFilter(tables []archSyscalls, restrictSockets bool) ([]unix.SockFilter, error) {
+	a := newBPFAsm()
+	ret := func(errno unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(errno) }
+	for i, t := range tables {
+		next := fmt.Sprintf("arch%d", i+1)
+		a.ld(offArch)
+		a.jeq(t.arch, "", next)
+		a.ld(offNr)
+		for _, nr := range t.ioctl {
+			a.jeq(nr, fmt.Sprintf("ioctl%d", i), "")
+		}
+		for _, nr := range t.ioURing {
+			a.jeq(nr, "ret-iouring", "")
+		}
+		if restrictSockets {
+			for _, nr := range t.socket {
+				a.jeq(nr, fmt.Sprintf("socket%d", i), "")
+			}
+			for _, nr := range t.socketpair {
+				a.jeq(nr, fmt.Sprintf("socketpair%d", i), "")
+			}
+			for _, nr := range t.muxed {
+				a.jeq(nr, fmt.Sprintf("muxed%d", i), "")
+			}
+		}
+		a.ret(unix.SECCOMP_RET_ALLOW)
+
+		a.label(fmt.Sprintf("ioctl%d", i))
+		a.ld(argLow(1))
+		a.jeq(unix.TIOCSTI, "ret-tiocsti", "ret-allow")
+		if restrictSockets {
+			a.label(fmt.Sprintf("socket%d", i))
+			a.ld(argLow(0))
+			a.jeq(unix.AF_UNIX, "ret-allow", "")
+			a.jeq(unix.AF_NETLINK, "ret-allow", "")
+			a.jeq(unix.AF_INET, "inet-type", "")
+			a.jeq(unix.AF_INET6, "inet-type", "ret-family")
+			a.label(fmt.Sprintf("socketpair%d", i))
+			a.ld(argLow(0))
+			a.jeq(unix.AF_UNIX, "ret-allow", "ret-family")
+			if len(t.muxed) > 0 {
+				a.label(fmt.Sprintf("muxed%d", i))
+				a.ld(argLow(0))
+				a.jeq(1, "ret-sockmux", "")          // SYS_SOCKET
+				a.jeq(8, "ret-sockmux", "ret-allow") // SYS_SOCKETPAIR
+			}
+		}
+		a.label(next)
 	}
-	filter := tiocstiFilter(ids)
+	a.ret(unix.SECCOMP_RET_ALLOW) // no other ABI reaches this kernel's syscalls
+	if restrictSockets {
+		a.label("inet-type")
+		a.ld(argLow(1))
+		a.and(0xf) // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
+		a.jeq(unix.SOCK_RAW, "ret-raw", "")
+		a.jeq(unix.SOCK_PACKET, "ret-raw", "ret-allow")
+		a.label("ret-family")
+		a.ret(ret(errnoFamily))
+		a.label("ret-raw")
+		a.ret(ret(errnoRaw))
+		a.label("ret-sockmux")
+		a.ret(ret(errnoSockMux))
+	}
+	a.label("ret-tiocsti")
+	a.ret(ret(errnoTIOCSTI))
+	a.label("ret-iouring")
+	a.ret(ret(errnoIOUring))
+	a.label("ret-allow")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	return a.assemble()
+}
+
+// installSessionFilter installs sessionFilter on the calling thread
+// (no_new_privs must be set), asking the kernel to audit its refusals.
+func installSessionFilter(restrictSockets bool) error {
+	tables, err := filteredSyscalls()
+	if err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	filter, err := sessionFilter(tables, restrictSockets)
+	if err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-		return fmt.Errorf("filter TIOCSTI: install seccomp filter: %w", errno)
+	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_LOG, uintptr(unsafe.Pointer(&prog)))
+	if errno == unix.EINVAL {
+		// Before Linux 4.14 there is no SECCOMP_FILTER_FLAG_LOG: the
+		// filter still refuses, the refusals are not audited.
+		_, _, errno = unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog)))
 	}
 	runtime.KeepAlive(filter)
+	if errno != 0 {
+		return fmt.Errorf("seccomp: install the session filter: %w", errno)
+	}
 	return nil
 }

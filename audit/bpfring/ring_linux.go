@@ -66,6 +66,10 @@ type Options struct {
 	Size int
 	// Warn receives what has no consumer to go to and read errors.
 	Warn io.Writer
+	// Maps, when set, are event maps opened elsewhere (from their pins:
+	// package host) to read instead of creating new ones; Size is then
+	// theirs. The Ring owns them from here on.
+	Maps *loader.EventMaps
 }
 
 // Ring is the shared ring buffer and its reader goroutine.
@@ -103,9 +107,12 @@ func Open(opts Options) (*Ring, error) {
 	if size == 0 {
 		size = loader.DefaultRingSize
 	}
-	maps, err := loader.NewEventMaps(size)
-	if err != nil {
-		return nil, err
+	maps := opts.Maps
+	if maps == nil {
+		var err error
+		if maps, err = loader.NewEventMaps(size); err != nil {
+			return nil, err
+		}
 	}
 	rd, err := ringbuf.NewReader(maps.Ring)
 	if err != nil {
@@ -118,6 +125,17 @@ func Open(opts Options) (*Ring, error) {
 	}
 	if r.warn == nil {
 		r.warn = io.Discard
+	}
+	// Maps that outlived an earlier reader count what it lost: those
+	// losses are not this reader's sessions'.
+	for src := loader.Source(1); src < loader.Sources; src++ {
+		n, err := r.Lost(src)
+		if err != nil {
+			rd.Close()
+			maps.Close()
+			return nil, err
+		}
+		r.reported[src] = n
 	}
 	go r.loop()
 	return r, nil

@@ -18,6 +18,9 @@ type Event struct {
 	Domain    Fields   // LANDLOCK_DOMAIN, when in this event
 	Syscall   Fields   // SYSCALL, when the task had an audit context
 	Proctitle string   // argv joined by spaces, from PROCTITLE
+	// Seccomp is an AUDIT_SECCOMP record: a seccomp refusal, complete in
+	// itself (acting pid, comm, exe, arch, syscall, action).
+	Seccomp Fields
 }
 
 // domainInfo is what a LANDLOCK_DOMAIN "allocated" record said about the
@@ -43,6 +46,8 @@ type assembler struct {
 	pending map[uint64]*pendingEvent
 	order   []uint64 // serials in arrival order, for deterministic flushing
 	domains map[string]*domainInfo
+	// sessionOfSes attributes by audit session id (Options); may be nil.
+	sessionOfSes func(ses uint32) (string, bool)
 }
 
 func newAssembler(timeout time.Duration) *assembler {
@@ -64,6 +69,10 @@ func (a *assembler) add(m Message, now time.Time) []Event {
 		} else {
 			p.ev.Domain = m.Fields
 			a.noteDomain(m.Fields, now)
+		}
+	case TypeSeccomp:
+		if isSeccompRefusal(m.Fields) {
+			return []Event{{Serial: m.Serial, Time: m.Time, Seccomp: m.Fields}}
 		}
 	case TypeSyscall:
 		if p != nil {
@@ -192,6 +201,9 @@ type sessionFunc func(pid int) (string, bool)
 // unattributed counts the refusals that no session claimed (dropped unless
 // keepAll).
 func (a *assembler) records(ev Event, sessionOf sessionFunc, keepAll bool) (out []audit.Record, unattributed int) {
+	if ev.Seccomp != nil {
+		return seccompRecords(ev, sessionOf, a.sessionOfSes, keepAll)
+	}
 	var domain *domainInfo
 	var proc *audit.Process
 	var user *audit.User

@@ -14,6 +14,7 @@ import (
 const (
 	TypeSyscall        = 1300
 	TypeEOE            = 1320
+	TypeSeccomp        = 1326
 	TypeProctitle      = 1327
 	TypeLandlockAccess = 1423
 	TypeLandlockDomain = 1424

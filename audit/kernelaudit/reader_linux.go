@@ -5,71 +5,20 @@ package kernelaudit
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 )
-
-// Options configure a Reader.
-type Options struct {
-	// SessionOfPID is consulted first to attribute a pid to a session: the
-	// producer knows its sessions' pids even after they exited.
-	SessionOfPID func(pid int) (string, bool)
-	// Cgroup says where session groups live, for attribution through
-	// /proc/PID/cgroup; the zero value is the default layout.
-	Cgroup cgroup.Config
-	// FlushAfter is how long the records of one event are awaited when no
-	// EOE record ends it (default 200ms).
-	FlushAfter time.Duration
-	// KeepUnattributed also emits refusals of processes in no session
-	// (other Landlock users on the machine); by default they are counted
-	// in Stats and dropped.
-	KeepUnattributed bool
-	// RestoreOnClose disables audit again on Close if Open enabled it. See
-	// the package documentation for why this is off by default.
-	RestoreOnClose bool
-	// receiveBuffer overrides the socket buffer size (tests provoke
-	// overflows with a small one).
-	receiveBuffer int
-	// MinBacklogLimit raises the kernel's audit backlog_limit to at least
-	// this many records (default 8192, auditd's usual setting; negative
-	// leaves it alone). Landlock logs from atomic context, so a full
-	// backlog drops its records at once; the kernel default of 64 loses
-	// most of a burst. Raising a limit never hurts another consumer.
-	MinBacklogLimit int
-	// DrainTimeout bounds how long Run keeps reading after its context
-	// ends (default 15s). See Run.
-	DrainTimeout time.Duration
-}
-
-// Stats count what a Reader saw.
-type Stats struct {
-	Messages     uint64 // audit records received
-	Unparsable   uint64 // records that did not parse
-	Denials      uint64 // audit.Records emitted for refusals
-	Unattributed uint64 // refusals no session claimed
-	Overflows    uint64 // records lost to socket overflows, reported as events_lost
-	KernelLost   uint64 // increase of the kernel's lost counter, reported as events_lost
-	Unread       uint64 // records left unread when a drain timed out, reported as events_lost
-	// MarkerDrains counts drains that ended when the reader's own marker
-	// came back (exact); the others ended on a quiet socket and an empty
-	// backlog, or on DrainTimeout.
-	MarkerDrains uint64
-}
 
 // Reader receives kernel audit records from the NETLINK_AUDIT multicast
 // group.
@@ -199,6 +148,7 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		case <-runDone:
 		}
 	}()
+	asm.sessionOfSes = r.opts.SessionOfAuditSession
 	sessionOf := r.sessionOf
 	buf := make([]byte, 1<<16)
 	flush := func(events []Event) {
@@ -256,164 +206,6 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		return r.drainToMarker(receive, &mk, emit)
 	}
 	return r.drain(receive, emit)
-}
-
-// marker is the drain marker of one Run: a record this reader writes into
-// the kernel audit stream itself when its context ends.
-type marker struct {
-	text []byte // the message, unique to the Run
-	seen bool   // the marker came back through the multicast group
-}
-
-// markerPrefix starts every drain marker's text. The text has no spaces or
-// quotes: the kernel hex-encodes a user message that has them.
-const markerPrefix = "oxsupervise-audit-drain="
-
-func newMarker() marker {
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:]) // crypto/rand does not fail on Linux
-	return marker{text: []byte(markerPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(nonce[:]))}
-}
-
-// sendMarker writes text into the kernel audit stream as a trusted
-// application's message (AUDIT_TRUSTED_APP, needs CAP_AUDIT_WRITE). The
-// kernel queues it behind every record already queued, and kauditd
-// multicasts in queue order: once it arrives, every record that was queued
-// before it has arrived too. On a machine running auditd the marker is one
-// line in its log per drained reader; that is the price of an exact drain
-// that does not wait for silence.
-func sendMarker(text []byte) error {
-	// The kernel overwrites the message's last byte with a NUL
-	// (audit_receive_msg), so the text carries its own.
-	_, err := auditRequest(auditTrustedApp, append(append([]byte(nil), text...), 0))
-	return err
-}
-
-// auditTrustedApp is AUDIT_TRUSTED_APP (include/uapi/linux/audit.h):
-// "trusted app msg - freestyle text", in the range of user messages the
-// kernel accepts from a process with CAP_AUDIT_WRITE.
-const auditTrustedApp = 1121
-
-// markerGiveUp is how many receive timeouts in a row, with the kernel
-// backlog empty, a drain waits for a marker that was accepted but never
-// arrived (an audit rule such as "-a never,user" drops user messages
-// before they are queued) before it falls back to the quiet-socket
-// evidence. It bounds only that failure path; a delivered marker ends the
-// drain at once.
-const markerGiveUp = 20
-
-// drainToMarker reads until the reader's own marker arrives: every record
-// queued before the session's processes were gone has then been received
-// (or its loss counted by the overflow and lost checks). There is no wait
-// on the success path, only on receives that bring data.
-func (r *Reader) drainToMarker(receive func() (got, stop bool, err error), mk *marker, emit func(audit.Record)) error {
-	deadline := time.Now().Add(r.opts.DrainTimeout)
-	quiet := 0
-	defer func() {
-		if mk.seen {
-			r.mu.Lock()
-			r.stats.MarkerDrains++
-			r.mu.Unlock()
-		}
-	}()
-	for !mk.seen {
-		got, stop, err := receive()
-		if stop {
-			return err
-		}
-		if got || mk.seen {
-			quiet = 0
-			continue
-		}
-		st, err := getStatus()
-		if err == nil && st.Backlog > 0 {
-			quiet = 0
-		} else {
-			quiet++
-		}
-		if quiet >= markerGiveUp {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			r.reportUnread(st.Backlog, emit)
-			return nil
-		}
-	}
-	return nil
-}
-
-// drain is the fallback when no marker could be written: it reads until
-// the kernel's audit backlog is empty and two receive
-// timeouts in a row brought nothing: kauditd multicasts a record right
-// after taking it off the backlog, so an empty backlog followed by a quiet
-// socket means every record queued before drain began was read or counted.
-func (r *Reader) drain(receive func() (got, stop bool, err error), emit func(audit.Record)) error {
-	deadline := time.Now().Add(r.opts.DrainTimeout)
-	quiet := 0
-	for quiet < 2 {
-		got, stop, err := receive()
-		if stop {
-			return err
-		}
-		if got {
-			quiet = 0
-			continue
-		}
-		// Without a readable backlog (a transient AUDIT_GET failure) the
-		// quiet socket is the best evidence left; stalling every session
-		// stop for the whole DrainTimeout would be worse.
-		st, err := getStatus()
-		if err == nil && st.Backlog > 0 {
-			quiet = 0
-		} else {
-			quiet++
-		}
-		if quiet < 2 && time.Now().After(deadline) {
-			r.reportUnread(st.Backlog, emit)
-			return nil
-		}
-	}
-	return nil
-}
-
-// reportUnread ends a drain that ran out of time: what is still in the
-// socket is counted (Landlock refusal records only) without being decoded,
-// and the kernel backlog, of which any record may be a refusal, is added
-// in full, so the count can be too high but never too low.
-func (r *Reader) reportUnread(backlog uint32, emit func(audit.Record)) {
-	buf := make([]byte, 1<<16)
-	var refusals uint64
-	for {
-		n, _, err := unix.Recvfrom(r.fd, buf, unix.MSG_DONTWAIT)
-		if err != nil || n == 0 {
-			break
-		}
-		for b := buf[:n]; len(b) >= unix.NLMSG_HDRLEN; {
-			length := int(binary.NativeEndian.Uint32(b[0:4]))
-			if binary.NativeEndian.Uint16(b[4:6]) == TypeLandlockAccess {
-				refusals++
-			}
-			aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
-			if length < unix.NLMSG_HDRLEN || aligned >= len(b) {
-				break
-			}
-			b = b[aligned:]
-		}
-	}
-	lost := refusals + uint64(backlog)
-	if lost == 0 {
-		return
-	}
-	r.mu.Lock()
-	r.stats.Unread += lost
-	r.mu.Unlock()
-	emit(audit.Record{
-		Timestamp: time.Now(),
-		Message: fmt.Sprintf("kernel audit reader stopped after %v with records unread: %d Landlock refusal records in its socket "+
-			"and %d records of any kind still in the kernel backlog (any of which may be a refusal of this session)",
-			r.opts.DrainTimeout, refusals, backlog),
-		Ox: audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: lost},
-	})
 }
 
 func (r *Reader) isClosed() bool {
@@ -580,105 +372,4 @@ func (r *Reader) restore() error {
 	}
 	r.enabledByUs = false
 	return setAuditEnabled(0)
-}
-
-// auditStatus mirrors struct audit_status (include/uapi/linux/audit.h).
-type auditStatus struct {
-	Mask, Enabled, Failure, PID, RateLimit, BacklogLimit, Lost, Backlog uint32
-	FeatureBitmap, BacklogWaitTime, BacklogWaitTimeActual               uint32
-}
-
-const (
-	auditStatusEnabled      = 0x1  // AUDIT_STATUS_ENABLED
-	auditStatusBacklogLimit = 0x10 // AUDIT_STATUS_BACKLOG_LIMIT
-)
-
-// getStatus returns the kernel's audit_status: enabled (0 off, 1 on, 2
-// locked on), lost (records the kernel dropped), backlog_limit and backlog
-// (records queued for kauditd).
-func getStatus() (auditStatus, error) {
-	reply, err := auditRequest(unix.AUDIT_GET, nil)
-	if err != nil {
-		return auditStatus{}, err
-	}
-	if len(reply) < 32 {
-		return auditStatus{}, fmt.Errorf("%w: short AUDIT_GET reply (%d bytes)", ErrUnavailable, len(reply))
-	}
-	u32 := func(off int) uint32 { return binary.NativeEndian.Uint32(reply[off : off+4]) }
-	return auditStatus{Mask: u32(0), Enabled: u32(4), Failure: u32(8), PID: u32(12), RateLimit: u32(16),
-		BacklogLimit: u32(20), Lost: u32(24), Backlog: u32(28)}, nil
-}
-
-func setAuditEnabled(v uint32) error {
-	if err := setStatus(auditStatus{Mask: auditStatusEnabled, Enabled: v}); err != nil {
-		return fmt.Errorf("set audit enabled=%d: %w", v, err)
-	}
-	return nil
-}
-
-// setStatus sends AUDIT_SET; only the fields named in st.Mask change.
-func setStatus(st auditStatus) error {
-	payload := unsafe.Slice((*byte)(unsafe.Pointer(&st)), unsafe.Sizeof(st))
-	_, err := auditRequest(unix.AUDIT_SET, payload)
-	return err
-}
-
-// auditRequest sends one request on a fresh unicast socket and returns
-// the payload of the reply of the same type (AUDIT_GET), or nil after a
-// successful ack (AUDIT_SET).
-func auditRequest(typ uint16, payload []byte) ([]byte, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
-	if err != nil {
-		return nil, fmt.Errorf("%w: netlink audit socket: %v", ErrUnavailable, err)
-	}
-	defer unix.Close(fd)
-	tv := unix.NsecToTimeval(time.Second.Nanoseconds())
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("%w: bind netlink audit socket: %v", ErrUnavailable, err)
-	}
-	msg := make([]byte, unix.NLMSG_HDRLEN+len(payload))
-	binary.NativeEndian.PutUint32(msg[0:4], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:6], typ)
-	// AUDIT_GET's reply is sent from a kernel thread and may arrive after
-	// an ack, so only AUDIT_SET asks for one.
-	flags := uint16(unix.NLM_F_REQUEST)
-	if typ != unix.AUDIT_GET {
-		flags |= unix.NLM_F_ACK
-	}
-	binary.NativeEndian.PutUint16(msg[6:8], flags)
-	binary.NativeEndian.PutUint32(msg[8:12], 1)
-	copy(msg[unix.NLMSG_HDRLEN:], payload)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("%w: send audit request %d: %v", ErrUnavailable, typ, err)
-	}
-	buf := make([]byte, 1<<16)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%w: audit request %d: %v", ErrUnavailable, typ, err)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("audit request %d: %w", typ, err)
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_ERROR:
-				if len(m.Data) < 4 {
-					return nil, fmt.Errorf("audit request %d: short netlink error", typ)
-				}
-				if errno := int32(binary.NativeEndian.Uint32(m.Data[0:4])); errno != 0 {
-					err := unix.Errno(-errno)
-					if err == unix.EPERM || err == unix.EACCES {
-						return nil, fmt.Errorf("%w: audit request %d (needs CAP_AUDIT_CONTROL): %v", ErrUnavailable, typ, err)
-					}
-					return nil, fmt.Errorf("audit request %d: %w", typ, err)
-				}
-				return nil, nil
-			case typ:
-				return append([]byte(nil), m.Data...), nil
-			}
-		}
-	}
 }

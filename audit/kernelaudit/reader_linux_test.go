@@ -23,16 +23,18 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
-// The test binary doubles as the sandboxed child: with this variable set
-// it restricts itself with Landlock and attempts the denied writes.
-const helperEnv = "OXS_KERNELAUDIT_HELPER"
+// The test binary doubles as the sandboxed child (testutil.RunOp):
+// "landlock MODE" restricts itself with Landlock and attempts the denied
+// writes.
+var ops = map[string]testutil.Op{
+	"landlock": func(args []string) int { return landlockHelper(args[0]) },
+}
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(landlockHelper(mode))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -128,8 +130,8 @@ type child struct {
 
 func startHelper(t testing.TB, mode, target, newFile string, cgroupFD int, extraEnv ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "OXS_TARGET="+target, "OXS_NEWFILE="+newFile)
+	cmd := testutil.OpCommand("landlock", mode)
+	cmd.Env = append(os.Environ(), "OXS_TARGET="+target, "OXS_NEWFILE="+newFile)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}

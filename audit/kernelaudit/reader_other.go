@@ -5,26 +5,9 @@ package kernelaudit
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
-	"github.com/openoxide/oxsupervise/cgroup"
 )
-
-// Options configure a Reader (Linux only).
-type Options struct {
-	SessionOfPID     func(pid int) (string, bool)
-	Cgroup           cgroup.Config
-	FlushAfter       time.Duration
-	KeepUnattributed bool
-	RestoreOnClose   bool
-	MinBacklogLimit  int
-}
-
-// Stats count what a Reader saw.
-type Stats struct {
-	Messages, Unparsable, Denials, Unattributed, Overflows, KernelLost uint64
-}
 
 // ErrUnavailable is returned by Open on every OS but Linux.
 var ErrUnavailable = errors.New("kernel audit unavailable: the Linux audit subsystem is not supported on this OS")

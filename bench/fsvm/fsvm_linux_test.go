@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -28,15 +27,16 @@ import (
 // Marker prefixes the lines oxbench parses out of the VM console.
 const (
 	marker      = "OXBENCH-FSVM "
-	childEnv    = "OXBENCH_FSVM_CHILD" // op \x1f args...: the test binary as worker or probe
 	rounds      = 7
 	opsPerTrial = 5000
 )
 
+// ops make the test binary the worker or probe inside the session
+// (testutil.RunOp): "child OP ARGS...".
+var ops = map[string]testutil.Op{"child": child}
+
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(child(strings.Split(spec, "\x1f")))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -130,8 +130,7 @@ func restrictLandlock(ws string) error {
 
 func runChild(t *testing.T, cgDir string, args ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\x1f"))
+	cmd := testutil.OpCommand("child", args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if cgDir != "" {

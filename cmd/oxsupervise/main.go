@@ -11,15 +11,19 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/openoxide/oxsupervise/daemon"
 )
 
-// Exit codes shared by every verb (documented in README).
+// Exit codes shared by every verb (documented in README). Those a request
+// to the daemon can end in are the daemon package's, which maps its
+// answers to them (daemon.ExitCode).
 const (
 	exitOK         = 0
-	exitFail       = 1   // the verb ran and failed (or: policy check says deny)
-	exitUsage      = 2   // bad flags or arguments
-	exitAsk        = 3   // policy check: the decision is "ask"
-	exitNoBoundary = 125 // run/attach: the boundary could not be built; nothing ran
+	exitFail       = daemon.ExitFail       // the verb ran and failed (or: policy check says deny)
+	exitUsage      = daemon.ExitUsage      // bad flags or arguments
+	exitAsk        = 3                     // policy check: the decision is "ask"
+	exitNoBoundary = daemon.ExitNoBoundary // run/attach: the boundary could not be built; nothing ran
 )
 
 // streams are the standard streams a verb uses, so tests can capture them.
@@ -37,6 +41,7 @@ type verb struct {
 func verbs() map[string]verb {
 	return map[string]verb{
 		"run":       {"run a command inside a new confined session", cmdRun},
+		"agents":    {"list the built-in agent profiles and what each grants", cmdAgents},
 		"attach":    {"confine a running process and all its descendants", cmdAttach},
 		"sessions":  {"list sessions", cmdSessions},
 		"stop":      {"stop a session and kill every process in it", cmdStop},
@@ -48,6 +53,8 @@ func verbs() map[string]verb {
 		"approve":   {"answer an approval request", cmdApprove},
 		"exec":      {"inside a session: run a command outside it after approval", cmdExec},
 		"version":   {"print the version", cmdVersion},
+		"hook":      {"an agent's PreToolUse hook: judge a tool call, nest shell commands (hook claude-code|codex)", cmdHook},
+		"agent":     {"install the hook into an agent's settings (agent setup claude-code|codex)", cmdAgent},
 	}
 }
 

@@ -32,7 +32,7 @@ func cmdApprovals(ctx context.Context, s streams, args []string) int {
 	list, err := c.Approvals(ctx)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise approvals: %v\n", err)
-		return exitFail
+		return daemon.ExitCode(err, exitFail)
 	}
 	if *asJSON {
 		if list == nil {

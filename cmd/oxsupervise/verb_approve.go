@@ -44,7 +44,7 @@ func cmdApprove(ctx context.Context, s streams, args []string) int {
 	c := &daemon.Client{Socket: *socket}
 	if err := c.Reply(ctx, fs.Arg(0), reply); err != nil {
 		fmt.Fprintf(s.err, "oxsupervise approve: %v\n", err)
-		return exitFail
+		return daemon.ExitCode(err, exitFail)
 	}
 	fmt.Fprintf(s.out, "%s: %s\n", fs.Arg(0), reply)
 	return exitOK

@@ -98,24 +98,54 @@ func cmdAuditTail(ctx context.Context, s streams, args []string) int {
 		History: !*follow || *since != "",
 		OnError: func(err error) { fmt.Fprintf(s.err, "oxsupervise audit tail: warning: %v\n", err) },
 	}
-	var out []byte
+	p := &recordPrinter{s: s, asJSON: *asJSON, human: human}
 	err = audit.Tail(ctx, *logPath, opts, func(r audit.Record, line []byte) error {
 		if !filter.Match(&r) {
 			return nil
 		}
-		out = out[:0]
-		if *asJSON {
-			out = append(out, line...)
-		} else {
-			out = append(out, audit.FormatHuman(&r, human)...)
-		}
-		out = append(out, '\n')
-		_, err := s.out.Write(out)
-		return err
+		return p.print(line, &r)
 	})
+	return tailEnded(s, err)
+}
+
+// recordPrinter writes records as `audit tail` shows them, read from the
+// log or from the daemon: their JSON lines, or aligned columns.
+type recordPrinter struct {
+	s      streams
+	asJSON bool
+	human  audit.HumanOptions
+	out    []byte
+}
+
+// print writes the record of line; r is its decoded form, nil when the
+// caller has only the line (it is decoded then, and a line that does not
+// decode is a warning, not the end of the tail).
+func (p *recordPrinter) print(line []byte, r *audit.Record) error {
+	p.out = p.out[:0]
+	if p.asJSON {
+		p.out = append(p.out, line...)
+	} else {
+		if r == nil {
+			dec, err := audit.Decode(line)
+			if err != nil {
+				fmt.Fprintf(p.s.err, "oxsupervise audit tail: warning: %v\n", err)
+				return nil
+			}
+			r = &dec
+		}
+		p.out = append(p.out, audit.FormatHuman(r, p.human)...)
+	}
+	p.out = append(p.out, '\n')
+	_, err := p.s.out.Write(p.out)
+	return err
+}
+
+// tailEnded is the exit status of a tail that ended with err (nil, or the
+// context's end when -f is interrupted, is success).
+func tailEnded(s streams, err error) int {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(s.err, "oxsupervise audit tail: %v\n", err)
-		return exitFail
+		return daemon.ExitCode(err, exitFail)
 	}
 	return exitOK
 }

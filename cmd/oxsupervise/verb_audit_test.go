@@ -162,7 +162,7 @@ func TestAuditTailFollow(t *testing.T) {
 	}()
 	write := func(i int, session string) {
 		r := &audit.Record{Process: &audit.Process{PID: i + 1}, Event: audit.Event{Action: "connect"},
-			Ox: audit.Ox{Kind: audit.KindDenial, Session: session, Layer: audit.LayerCgroup, Class: audit.ClassNetwork, Errno: 1}}
+			Ox: audit.Ox{Kind: audit.KindDenial, Session: session, Layer: audit.LayerCgroupNet, Class: audit.ClassNetwork, Errno: 1}}
 		if err := sink.Write(r); err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func cmdExec(ctx context.Context, s streams, args []string) int {
 	switch {
 	case errors.As(err, &de):
 		fmt.Fprintf(s.err, "oxsupervise exec: refused: %s\n", de.Message)
-		return exitFail
+		return daemon.ExitCode(err, exitFail)
 	case err != nil:
 		fmt.Fprintf(s.err, "oxsupervise exec: %v\n", err)
 		return exitFail

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,7 +22,7 @@ import (
 // managed policy before installing it).
 func cmdPolicy(ctx context.Context, s streams, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(s.err, "usage: oxsupervise policy show [--json] | policy check --tool T --input S [--agent A] [--json]")
+		fmt.Fprintln(s.err, "usage: oxsupervise policy show [--bind] [--json] | policy check --tool T --input S [--agent A] [--json]")
 		return exitUsage
 	}
 	switch args[0] {
@@ -30,7 +31,7 @@ func cmdPolicy(ctx context.Context, s streams, args []string) int {
 	case "check":
 		return cmdPolicyCheck(s, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprintln(s.out, "usage: oxsupervise policy show [--json] | policy check --tool T --input S [--agent A] [--json]")
+		fmt.Fprintln(s.out, "usage: oxsupervise policy show [--bind] [--json] | policy check --tool T --input S [--agent A] [--json]")
 		return exitOK
 	}
 	fmt.Fprintf(s.err, "oxsupervise policy: unknown subcommand %q (want show or check)\n", args[0])
@@ -61,34 +62,55 @@ func parsePolicyFlags(fs *pflag.FlagSet, s streams, args []string) (int, bool) {
 	return 0, true
 }
 
-func loadPolicyForVerb(pf *policy.Flags, warn io.Writer) (*policy.Compiled, *policy.Effective, error) {
-	return policy.Load(policy.LoadOptions{
+// policyOptions are the load options of the policy verbs; argv is the
+// command whose agent profile `policy show -- CMD` shows.
+func policyOptions(pf *policy.Flags, warn io.Writer, argv ...string) policy.LoadOptions {
+	return policy.LoadOptions{
 		ManagedDir: os.Getenv(policy.ManagedDirEnv),
 		Flags:      pf,
 		Warn:       warn,
-	})
+		Argv:       argv,
+	}
 }
 
+// cmdPolicyShow prints the resolved policy: every effective value and where
+// it came from, without looking at the paths it names. --bind also binds it
+// as a session started here would (paths resolved, writable roots scanned
+// for protected entries) and prints the compiled policy and its digest.
+// `policy show -- CMD...` (or --agent NAME) shows the policy with the agent
+// profile that command would get.
 func cmdPolicyShow(s streams, args []string) int {
 	fs, pf, asJSON := policyFlagSet("show", s)
+	policy.RegisterAgentFlag(fs, pf)
+	bind := fs.Bool("bind", false, "also resolve the paths and scan the writable roots as a session would, and print the compiled policy")
+	var argv []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, argv = args[:i], args[i+1:]
+	}
 	if code, ok := parsePolicyFlags(fs, s, args); !ok {
 		return code
 	}
-	c, eff, err := loadPolicyForVerb(pf, s.err)
+	r, eff, err := policy.Resolve(policyOptions(pf, s.err, argv...))
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise policy show: %v\n", err)
 		return exitFail
 	}
-	digest, err := c.Digest()
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise policy show: %v\n", err)
-		return exitFail
+	var c *policy.Compiled
+	var digest string
+	if *bind {
+		if c, err = r.Bind(); err == nil {
+			digest, err = c.Digest()
+		}
+		if err != nil {
+			fmt.Fprintf(s.err, "oxsupervise policy show: %v\n", err)
+			return exitFail
+		}
 	}
 	if *asJSON {
 		out := struct {
-			Digest    string            `json:"digest"`
+			Digest    string            `json:"digest,omitempty"`
 			Effective *policy.Effective `json:"effective"`
-			Compiled  *policy.Compiled  `json:"compiled"`
+			Compiled  *policy.Compiled  `json:"compiled,omitempty"`
 		}{digest, eff, c}
 		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")
@@ -98,11 +120,17 @@ func cmdPolicyShow(s streams, args []string) int {
 		}
 		return exitOK
 	}
-	writeShow(s.out, c, eff, digest)
+	writeEffective(s.out, eff)
+	if c == nil {
+		fmt.Fprintln(s.out, "# paths not resolved; --bind resolves them and scans the writable roots as a session would")
+		return exitOK
+	}
+	writeCompiled(s.out, c, digest)
 	return exitOK
 }
 
-func writeShow(w io.Writer, c *policy.Compiled, eff *policy.Effective, digest string) {
+// writeEffective prints what the resolve step decided.
+func writeEffective(w io.Writer, eff *policy.Effective) {
 	fmt.Fprintln(w, "# files (lowest precedence first)")
 	if len(eff.Files) == 0 {
 		fmt.Fprintln(w, "#   (none)")
@@ -119,6 +147,10 @@ func writeShow(w io.Writer, c *policy.Compiled, eff *policy.Effective, digest st
 		}
 		fmt.Fprintf(w, "%s = %s  # %s%s\n", v.Key, b, v.Source, lock)
 	}
+}
+
+// writeCompiled prints the bound policy a session would get.
+func writeCompiled(w io.Writer, c *policy.Compiled, digest string) {
 	fmt.Fprintln(w, "# compiled")
 	fmt.Fprintf(w, "mode = %s, approval = %s, filesystem rules = %t, read access = %s\n", c.Mode, c.Approval, c.FilesystemRules, c.ReadAccess)
 	anchors := func(title string, as []policy.Anchor) {
@@ -143,6 +175,16 @@ func writeShow(w io.Writer, c *policy.Compiled, eff *policy.Effective, digest st
 	anchors("deny read", c.DenyRead)
 	for _, g := range c.DenyReadGlobs {
 		fmt.Fprintf(w, "  %s/**/%s except %s  # %s\n", g.Within, g.Include, strings.Join(g.Exclude, ","), g.Source)
+	}
+	fmt.Fprintln(w, "capabilities kept (every other one is dropped, root included):")
+	if len(c.Capabilities) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, cp := range c.Capabilities {
+		fmt.Fprintf(w, "  %s: %s  # %s\n", cp.Name, cp.Reason, cp.Source)
+	}
+	for _, r := range c.Require {
+		fmt.Fprintf(w, "requires: %s (a machine without it refuses to run)  # %s\n", r.Name, r.Source)
 	}
 	fmt.Fprintf(w, "network: %s, loopback %s\n", c.Network.Policy, c.Network.Loopback)
 	for _, r := range c.Network.Allow {
@@ -184,13 +226,15 @@ func cmdPolicyCheck(s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise policy check: --tool and --input are required")
 		return exitUsage
 	}
-	c, _, err := loadPolicyForVerb(pf, s.err)
+	// Only the resolve step: an agent hook asks on every tool call, and the
+	// answer depends on no path the policy names.
+	r, _, err := policy.Resolve(policyOptions(pf, s.err))
 	if err != nil {
 		// A broken policy answers deny: never allow what cannot be judged.
 		fmt.Fprintf(s.err, "oxsupervise policy check: %v\n", err)
 		return exitFail
 	}
-	d := c.Permissions.Check(*tool, *input, *agent)
+	d := r.Permissions.Check(*tool, *input, *agent)
 	if *asJSON {
 		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")

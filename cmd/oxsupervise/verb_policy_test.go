@@ -106,10 +106,14 @@ func TestPolicyShowGolden(t *testing.T) {
 		layered bool
 		args    []string
 	}{
-		{"default", false, nil},
-		{"default-json", false, []string{"--json"}},
-		{"layered", true, []string{"--full-auto"}},
-		{"layered-json", true, []string{"--json", "-s", "read-only"}},
+		{"default", false, []string{"--bind"}},
+		{"default-json", false, []string{"--bind", "--json"}},
+		{"layered", true, []string{"--bind", "--full-auto"}},
+		{"layered-json", true, []string{"--bind", "--json", "-s", "read-only"}},
+		// Without --bind, the resolve step alone: the same effective
+		// values, no compiled anchors.
+		{"resolved", true, []string{"--full-auto"}},
+		{"resolved-json", true, []string{"--json", "-s", "read-only"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +194,41 @@ func TestPolicyVerbErrors(t *testing.T) {
 	for _, args := range [][]string{{"policy"}, {"policy", "nope"}, {"policy", "show", "extra"}} {
 		if code := dispatch(args, streams{strings.NewReader(""), &out, &errb}); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestPolicyCheckDoesNotWalk: deep below the workspace (a writable root)
+// sits a protected name that is a dangling symlink, which the scan of a
+// session's bind step refuses. `policy check` and `policy show` still
+// answer, so neither walked the workspace; `policy show --bind` does walk
+// and fails on it.
+func TestPolicyCheckDoesNotWalk(t *testing.T) {
+	root, ws := policyFixture(t)
+	writeFile(t, filepath.Join(root, "etc/policy.toml"), goldenManaged)
+	deep := filepath.Join(ws, "a/b/c")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "nowhere"), filepath.Join(deep, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{[]string{"check", "--tool", "bash", "--input", "rm -rf x"}, exitFail, "decision: deny"},
+		{[]string{"check", "--tool", "bash", "--input", "git status"}, exitAsk, "decision: ask"},
+		{[]string{"show"}, exitOK, "sandbox.mode = "},
+		{[]string{"show", "--bind"}, exitFail, deep + "/.claude: protected name is a dangling symlink"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		args := append([]string{"policy", tt.args[0], "--workspace", ws}, tt.args[1:]...)
+		code := dispatch(args, streams{strings.NewReader(""), &out, &errb})
+		if code != tt.code || !strings.Contains(out.String()+errb.String(), tt.contains) {
+			t.Errorf("%v: exit %d (want %d), output lacks %q:\n%s%s", tt.args, code, tt.code, tt.contains, out.String(), errb.String())
 		}
 	}
 }

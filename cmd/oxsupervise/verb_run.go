@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // target is the user a session's command runs as.
@@ -77,30 +78,21 @@ func resolveTarget(flagUser string) (*target, error) {
 	return t, nil
 }
 
-// targetEnv is the caller's environment with the identity variables of the
-// target user when the command runs as someone else.
+// targetEnv is the caller's environment for a command of t
+// (session.UserEnv): with t's identity variables when the command runs as
+// someone else.
 func targetEnv(t *target) []string {
-	env := os.Environ()
-	if !t.switched {
-		return env
+	var u *session.EnvUser
+	if t.switched {
+		u = &session.EnvUser{Home: t.home, Name: t.name}
 	}
-	out := env[:0:0]
-	for _, kv := range env {
-		switch {
-		case hasName(kv, "HOME"), hasName(kv, "USER"), hasName(kv, "LOGNAME"), hasName(kv, "MAIL"):
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "HOME="+t.home, "USER="+t.name, "LOGNAME="+t.name)
+	return session.UserEnv(os.Environ(), u)
 }
 
-func hasName(kv, name string) bool {
-	return len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '='
-}
-
-// loadPolicy compiles the policy for a session of t.
-func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error) {
+// loadPolicy compiles the policy for a session of t running argv (nil for
+// attach): its agent profile is detected from argv, and the profile's
+// missing state entries are created for t.
+func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.Compiled, error) {
 	ws := f.Workspace
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -109,11 +101,24 @@ func loadPolicy(s streams, f *policy.Flags, t *target) (*policy.Compiled, error)
 		}
 		ws = wd
 	}
+	// The supervisor scans as root; a cache it cannot use only costs the
+	// start a full scan.
+	cache, err := policy.ScanCacheDir(os.Geteuid())
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise: warning: %v; scanning without it\n", err)
+	}
+	var owner *policy.AgentOwner
+	if argv != nil {
+		owner = &policy.AgentOwner{UID: t.uid, GID: t.gid}
+	}
 	c, _, err := policy.Load(policy.LoadOptions{
-		Home:      t.home,
-		Workspace: ws,
-		Flags:     f,
-		Warn:      s.err,
+		Home:       t.home,
+		Workspace:  ws,
+		Flags:      f,
+		Warn:       s.err,
+		ScanCache:  cache,
+		Argv:       argv,
+		AgentState: owner,
 	})
 	return c, err
 }
@@ -123,6 +128,7 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	fs.SetOutput(s.err)
 	fs.SetInterspersed(false)
 	pf := policy.RegisterFlags(fs)
+	policy.RegisterAgentFlag(fs, pf)
 	userFlag := fs.String("user", "", "run the command as this user (name or uid; default: the sudo caller)")
 	allowDegraded := fs.Bool("allow-degraded", false, "Windows: run even though denied reads and network limits cannot be enforced there (each missing guarantee is printed and audited)")
 	fs.Usage = func() {
@@ -150,7 +156,7 @@ func prepareRun(s streams, r runRequest, user string) (t *target, c *policy.Comp
 		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
 		return nil, nil, "", exitUsage
 	}
-	c, err = loadPolicy(s, r.flags, t)
+	c, err = loadPolicy(s, r.flags, t, r.argv)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
 		return nil, nil, "", exitUsage

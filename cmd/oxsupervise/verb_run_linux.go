@@ -48,33 +48,22 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	layers, err := buildLayers("run", c, cgroup.Config{}, unavailable, s.err)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
-		return exitNoBoundary
-	}
-	code, err := session.Run(ctx, session.RunOptions{
+	h := openHost(c, cgroup.Config{}, unavailable, s.err)
+	code, err := h.Run(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
 		Unavailable: unavailable,
-		Layers:      layers.list(),
+		// Tests and administrators move the quarantine elsewhere.
+		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
-	layers.close(s.err)
-	var be *session.BoundaryError
-	var ee *session.ExecError
-	switch {
-	case errors.As(err, &be):
-		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", be)
-		return exitNoBoundary
-	case errors.As(err, &ee):
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", ee)
-		return ee.Code
-	case err != nil:
-		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
-		return exitFail
+	closeHost(h, s.err)
+	if err != nil {
+		f := session.FailureOf(err)
+		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
+		return f.Code
 	}
 	return code
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,22 +21,6 @@ import (
 // decides what the caller may see and do, by its kernel-reported uid.
 func useDaemon(socket string) bool {
 	return os.Geteuid() != 0 && daemon.Available(socket)
-}
-
-// daemonExit maps a daemon refusal to the verb's exit status: requests
-// the daemon found invalid are usage errors, a boundary it could not build
-// is 125, everything else (forbidden, not found, conflict) a failure.
-func daemonExit(err error) int {
-	var de *daemon.Error
-	if errors.As(err, &de) {
-		switch de.Code {
-		case "bad_request", "unknown_field", "policy", "too_large":
-			return exitUsage
-		case "boundary":
-			return exitNoBoundary
-		}
-	}
-	return exitFail
 }
 
 func cmdSessions(ctx context.Context, s streams, args []string) int {
@@ -66,7 +49,7 @@ func cmdSessions(ctx context.Context, s streams, args []string) int {
 	}
 	if err != nil && list == nil {
 		fmt.Fprintf(s.err, "oxsupervise sessions: %v\n", err)
-		return exitFail
+		return daemon.ExitCode(err, exitFail)
 	}
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise sessions: warning: %v\n", err)

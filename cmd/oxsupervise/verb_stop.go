@@ -30,7 +30,7 @@ func cmdStop(ctx context.Context, s streams, args []string) int {
 	if useDaemon(*socket) {
 		if err := (&daemon.Client{Socket: *socket}).Stop(ctx, fs.Arg(0)); err != nil {
 			fmt.Fprintf(s.err, "oxsupervise stop: %v\n", err)
-			return daemonExit(err)
+			return daemon.ExitCode(err, exitFail)
 		}
 		return exitOK
 	}

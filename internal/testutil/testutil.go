@@ -1,6 +1,7 @@
 // Package testutil holds helpers shared by oxsupervise's tests: knowing
 // whether a test runs inside the kernel-test VM, skipping loudly (or failing
-// when the VM promises the feature), and throwaway cgroup v2 groups.
+// when the VM promises the feature), throwaway cgroup v2 groups, and helper
+// processes: the test binary started again to run one op (subprocess.go).
 package testutil
 
 import (

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,10 +18,36 @@ import (
 )
 
 // guestModules are the modules the initramfs loads, in dependency order,
-// to mount the host root over virtio-9p and put an overlay on top.
-var guestModules = []string{
-	"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
-	"netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "overlay",
+// to mount the host root over virtio-9p and put an overlay on top. A
+// kernel that has one built in (modules.builtin: Debian's 6.12 builds
+// virtio in) gets it skipped; one of guestModulesOptional may not exist at
+// all (fscache was merged into netfs in 6.12).
+func guestModules() []string {
+	return []string{
+		"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
+		"netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "overlay",
+	}
+}
+
+var guestModulesOptional = map[string]bool{"fscache": true}
+
+// builtinModules lists the module names compiled into the kernel whose
+// modules are in modulesDir.
+func builtinModules(modulesDir string) (map[string]bool, error) {
+	b, err := os.ReadFile(filepath.Join(modulesDir, "modules.builtin"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, ok := strings.CutSuffix(filepath.Base(line), ".ko"); ok {
+			out[name] = true
+		}
+	}
+	return out, nil
 }
 
 // Kernel is a bootable kernel image with its modules.
@@ -30,8 +58,9 @@ type Kernel struct {
 	ConfigLSM  string // CONFIG_LSM of that kernel, "" when its config is missing
 }
 
-// FindKernel picks the newest /boot/vmlinuz-* matching glob (for example
-// "/boot/vmlinuz-6.1.*"), or the image itself when glob names one file.
+// FindKernel picks the newest PREFIX/boot/vmlinuz-* matching glob (for
+// example "/boot/vmlinuz-6.1.*"), or the image itself when glob names one
+// file; its modules must be in PREFIX/lib/modules.
 func FindKernel(glob string) (Kernel, error) {
 	images, err := filepath.Glob(glob)
 	if err != nil {
@@ -48,7 +77,10 @@ func FindKernel(glob string) (Kernel, error) {
 		if !ok {
 			continue
 		}
-		modules := filepath.Join("/lib/modules", version)
+		// An image in PREFIX/boot has its modules in PREFIX/lib/modules:
+		// the host's own (/boot, /lib/modules) or a kernel package
+		// unpacked elsewhere (fetch-kernel.sh).
+		modules := filepath.Join(filepath.Dir(filepath.Dir(image)), "lib", "modules", version)
 		if _, err := os.Stat(modules); err != nil {
 			continue
 		}
@@ -56,7 +88,7 @@ func FindKernel(glob string) (Kernel, error) {
 		break
 	}
 	if k.Image == "" {
-		return Kernel{}, fmt.Errorf("no image matching %s has its modules in /lib/modules", glob)
+		return Kernel{}, fmt.Errorf("no image matching %s has its modules in PREFIX/lib/modules beside PREFIX/boot", glob)
 	}
 	if config, err := os.ReadFile(filepath.Join(filepath.Dir(k.Image), "config-"+k.Version)); err == nil {
 		for _, line := range strings.Split(string(config), "\n") {
@@ -117,18 +149,32 @@ func BuildInitramfs(k Kernel, busybox, cacheDir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read busybox (install busybox-static): %w", err)
 	}
-	script := strings.ReplaceAll(initScript, "@MODULES@", strings.Join(guestModules, " "))
+	builtin, err := builtinModules(k.ModulesDir)
+	if err != nil {
+		return "", fmt.Errorf("read built-in module list: %w", err)
+	}
+	var names []string
+	var modules [][]byte
+	for _, name := range guestModules() {
+		if builtin[name] {
+			continue
+		}
+		m, err := readModule(k.ModulesDir, name)
+		if errors.Is(err, errNoModule) && guestModulesOptional[name] {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		names, modules = append(names, name), append(modules, m)
+	}
+	script := strings.ReplaceAll(initScript, "@MODULES@", strings.Join(names, " "))
 
 	hash := sha256.New()
 	io.WriteString(hash, script)
 	hash.Write(bb)
-	modules := make([][]byte, len(guestModules))
-	for i, name := range guestModules {
-		modules[i], err = readModule(k.ModulesDir, name)
-		if err != nil {
-			return "", err
-		}
-		hash.Write(modules[i])
+	for _, m := range modules {
+		hash.Write(m)
 	}
 	key := hex.EncodeToString(hash.Sum(nil))[:16]
 	path := filepath.Join(cacheDir, fmt.Sprintf("initramfs-%s-%s.cpio", k.Version, key))
@@ -143,7 +189,7 @@ func BuildInitramfs(k Kernel, busybox, cacheDir string) (string, error) {
 	}
 	c.File("bin/busybox", 0o755, bb)
 	c.File("init", 0o755, []byte(script))
-	for i, name := range guestModules {
+	for i, name := range names {
 		c.File("modules/"+name+".ko", 0o644, modules[i])
 	}
 	if err := c.Close(); err != nil {
@@ -217,6 +263,9 @@ func checkStatic(path string) error {
 	return nil
 }
 
+// errNoModule: the kernel has no such module file.
+var errNoModule = errors.New("module not found")
+
 // readModule finds name.ko under modulesDir and returns it uncompressed:
 // busybox insmod cannot load compressed modules, and distributions ship
 // them as .ko, .ko.xz or .ko.zst.
@@ -239,7 +288,7 @@ func readModule(modulesDir, name string) ([]byte, error) {
 		return nil, fmt.Errorf("search module %s: %w", name, err)
 	}
 	if found == "" {
-		return nil, fmt.Errorf("module %s not found under %s", name, modulesDir)
+		return nil, fmt.Errorf("%w: %s under %s", errNoModule, name, modulesDir)
 	}
 	switch {
 	case strings.HasSuffix(found, ".ko"):

@@ -180,7 +180,10 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (Result, error) {
 func Summary(w io.Writer, jobs []Job, res Result, runErr error) {
 	fmt.Fprintln(w, "vmtest: summary")
 	for i, j := range jobs {
-		r := res.Jobs[i]
+		var r JobResult
+		if i < len(res.Jobs) { // an error before the boot leaves no results
+			r = res.Jobs[i]
+		}
 		status := "ok"
 		switch {
 		case !r.Reported:

@@ -177,7 +177,7 @@ while [ "$(ls %[4]q | grep -c ready)" -lt 2 ]; do sleep 0.05; done; : > %[4]q/go
 		}
 	}
 	type tally struct{ denials, suppressed, lost uint64 }
-	got := map[audit.Layer]*tally{audit.LayerBPFLSM: {}, audit.LayerCgroup: {}}
+	got := map[audit.Layer]*tally{audit.LayerBPFLSM: {}, audit.LayerCgroupNet: {}}
 	for _, r := range records(t, e.auditLog) {
 		c := got[r.Ox.Layer]
 		if c == nil {

@@ -26,19 +26,20 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
-// fsopVerb turns the test binary into a tool that performs one
-// filesystem operation and prints OK or the errno name.
-const fsopVerb = "__fsop"
+// The test binary's helper process (testutil.RunOp): "fsop OP ARGS..."
+// performs one filesystem operation and prints OK or the errno name.
+// Scripts inside a session run it as "$SELF" fsopVerb OP ARGS.
+var (
+	ops      = map[string]testutil.Op{"fsop": fsop}
+	fsopVerb = testutil.OpArgs("fsop")[0]
+)
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case session.LauncherVerb:
-			os.Exit(session.LauncherMain())
-		case fsopVerb:
-			os.Exit(fsop(os.Args[2:]))
-		}
+	// run and attach start this binary as the session's launcher.
+	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
+		os.Exit(session.LauncherMain())
 	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -52,7 +53,7 @@ func fsop(args []string) int {
 		return connectBurst(args[1], args[2])
 	}
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: __fsop mkdir|write|read|unix-connect PATH | __fsop socket FAMILY")
+		fmt.Fprintln(os.Stderr, "usage: fsop mkdir|write|read|unix-connect PATH | fsop socket FAMILY")
 		return 2
 	}
 	var err error

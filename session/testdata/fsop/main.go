@@ -5,7 +5,8 @@
 //	fsop write PATH | append PATH | read PATH | truncate PATH | mkdir PATH |
 //	     unlink PATH | rmdir PATH | rename OLD NEW | exchange A B |
 //	     link OLD NEW | symlink TARGET LINK | mknod PATH | chmod PATH |
-//	     connect IPV4:PORT | loopback | tiocsti TEXT
+//	     chown PATH | utimes PATH | socket DOMAIN TYPE | io_uring_setup - |
+//	     connect IPV4:PORT | bind IPV4:PORT | loopback | tiocsti TEXT
 //
 // connect makes one TCP connection; loopback listens on 127.0.0.1 and
 // connects to itself (the session's own loopback traffic). tiocsti pushes
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -90,12 +92,46 @@ func do(op, a, b string) error {
 		return unix.Mknod(a, unix.S_IFIFO|0o644, 0)
 	case "chmod":
 		return unix.Chmod(a, 0o777)
+	case "chown":
+		return unix.Chown(a, 65534, 65534)
+	case "utimes":
+		return unix.UtimesNano(a, []unix.Timespec{{Sec: 1}, {Sec: 1}})
 	case "connect":
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil || !ap.Addr().Is4() {
 			return fmt.Errorf("connect: want IPV4:PORT, got %q", a)
 		}
 		return tcpConnect(&unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+	case "socket":
+		domain, err1 := strconv.Atoi(a)
+		typ, err2 := strconv.Atoi(b)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("socket: want numeric DOMAIN TYPE, got %q %q", a, b)
+		}
+		fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	case "io_uring_setup":
+		var params [120]byte // struct io_uring_params
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+		if errno != 0 {
+			return errno
+		}
+		unix.Close(int(fd))
+		return nil
+	case "bind":
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || !ap.Addr().Is4() {
+			return fmt.Errorf("bind: want IPV4:PORT, got %q", a)
+		}
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Bind(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
 	case "tiocsti":
 		keys := []byte(a)
 		for i := range keys {

@@ -1,0 +1,112 @@
+//go:build linux
+
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// createSession runs a command in a new session of the caller's
+// (POST /sessions), streaming its events until it exits.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
+	var req RunRequest
+	stdio, err := decodeWithStdio(r, &req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer stdio.close()
+	cred, u, err := userOf(who.Peer)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var warnings bytes.Buffer
+	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, req.Argv, &warnings)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.work.Add(1)
+	defer s.work.Done()
+	es := newEventStream(w)
+	ww := &warnWriter{es: es}
+	ww.Write(warnings.Bytes())
+
+	var mu sync.Mutex
+	var id string
+	finished := make(chan struct{})
+	onStart := func(info session.SessionInfo) {
+		mu.Lock()
+		id = info.ID
+		mu.Unlock()
+		s.noteOwner(info.ID, cred.UID)
+		s.remember(&managed{id: info.ID, cgroupID: info.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
+		es.send(Event{Event: "started", Session: info.ID})
+		s.log.Printf("session %s started for uid %d: %q", info.ID, cred.UID, req.Argv)
+	}
+	// A run session lives as long as its client: when the client goes
+	// away, the session is stopped.
+	go func() {
+		select {
+		case <-finished:
+		case <-r.Context().Done():
+			mu.Lock()
+			sid := id
+			mu.Unlock()
+			if sid != "" {
+				s.log.Printf("session %s: client disconnected; stopping it", sid)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, sid)
+				cancel()
+			}
+		}
+	}()
+	code, err := s.enf.host.Run(r.Context(), session.RunOptions{
+		Policy: c, Argv: req.Argv, Env: session.UserEnv(req.Env, &session.EnvUser{Home: u.HomeDir, Name: u.Username}), Dir: req.Dir,
+		UID: cred.UID, GID: cred.GID, Groups: cred.Groups,
+		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
+		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
+		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
+		OnStart: onStart,
+	})
+	close(finished)
+	mu.Lock()
+	sid := id
+	mu.Unlock()
+	s.forget(sid)
+	if err != nil {
+		f := session.FailureOf(err)
+		if f.Code == ExitNoBoundary {
+			s.metrics.RefusedStart(f.Layer) // metrics_linux.go
+		}
+		es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
+		return
+	}
+	es.send(Event{Event: "exit", Session: sid, Code: code})
+}
+
+// listSessions lists the caller's sessions (GET /sessions); every session
+// for admins.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, who *caller) {
+	list, lerr := session.List(s.opts.Cgroup, s.opts.Registry)
+	if list == nil && lerr != nil {
+		writeError(w, errorf(http.StatusInternalServerError, "internal", "list sessions: %v", lerr))
+		return
+	}
+	admin := who.admin()
+	out := []session.Status{}
+	for _, st := range list {
+		// Groups nobody recorded have no owner: admins only.
+		if admin || (st.Kind != "" && st.UID == who.UID) {
+			out = append(out, st)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,343 @@
+//go:build linux
+
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit/bpfring"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/fsguard"
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// Options configure Open.
+type Options struct {
+	// Cgroup is where the sessions' groups are; the network programs
+	// attach on their parent.
+	Cgroup cgroup.Config
+	// KernelBuffer is the size in bytes of the shared ring buffer (a
+	// power of two); 0 means loader.DefaultRingSize.
+	KernelBuffer int
+	// ResolverUpstream is the DNS upstream (host:port) of the network
+	// layer's resolvers; empty means /etc/resolv.conf. ResolverUpstreamList
+	// is the same as one comma-separated string (an environment variable),
+	// parsed here: an entry that is not host:port fails the network layer.
+	ResolverUpstream     []string
+	ResolverUpstreamList string
+	// Unavailable marks layers unavailable (planner.ForceUnavailableEnv).
+	Unavailable map[string]bool
+	// Pins, when set, says where the host keeps its objects pinned and
+	// how (see the package comment); nil keeps them in this process only.
+	Pins Pinning
+	// Warn receives the layers' warnings (audit records that could not be
+	// written, lost kernel events).
+	Warn io.Writer
+}
+
+// Host owns the BPF objects that enforce sessions: the shared event ring
+// buffer, the BPF-LSM filesystem layer and the cgroup network layer. A
+// layer that could not be built is nil with the reason kept, which
+// Capabilities hands to the planner.
+type Host struct {
+	ring   *bpfring.Ring
+	fs     *session.FSLayer
+	fsErr  error
+	net    *session.NetworkLayer
+	netErr error
+	// pins are what Pins pinned, by layer, and pinFailed why a layer
+	// built is not pinned; pinErr is why the host could not pin at all.
+	pins      map[string]Pinned
+	pinFailed map[string]error
+	pinErr    error
+	pinning   Pinning
+	// ringReused is set when the ring's maps were opened from their pins.
+	ringReused bool
+}
+
+// openRing opens the ring buffer: the pinned event maps when there are
+// some to read again, new ones (then pinned) otherwise.
+func (h *Host) openRing(opts Options) (*bpfring.Ring, error) {
+	if h.pinErr != nil {
+		return bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: opts.Warn})
+	}
+	events, err := h.pinning.Events()
+	if err != nil {
+		h.pinFailed["events"] = err
+	}
+	if events != nil {
+		r, err := bpfring.Open(bpfring.Options{Warn: opts.Warn, Maps: events})
+		if err == nil {
+			h.ringReused = true
+			return r, nil
+		}
+		h.pinFailed["events"] = err
+	}
+	r, err := bpfring.Open(bpfring.Options{Size: opts.KernelBuffer, Warn: opts.Warn})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.pinning.PinEvents(r.Maps()); err != nil {
+		// The layers cannot be pinned to maps that are not.
+		h.pinErr = fmt.Errorf("pin the event maps: %w", err)
+	}
+	return r, nil
+}
+
+// Open builds the BPF layers want names; the others are left out with
+// planner.ErrNotProvided as their reason. It never fails: a layer that
+// cannot be built is absent, and the planner decides what a session does
+// without it. Close releases whatever was built.
+func Open(opts Options, want planner.Want) *Host {
+	h := &Host{fsErr: planner.ErrNotProvided, netErr: planner.ErrNotProvided, pins: map[string]Pinned{}, pinFailed: map[string]error{}}
+	h.pinning = opts.Pins
+	if !want.BPFLSM && !want.Network {
+		h.pinning = nil
+	}
+	if opts.Pins != nil && (want.BPFLSM || want.Network) {
+		h.pinErr = opts.Pins.Prepare(opts.KernelBuffer)
+	} else {
+		h.pinErr = ErrNotPinning
+	}
+	ring := func() (*bpfring.Ring, error) {
+		if h.ring != nil {
+			return h.ring, nil
+		}
+		r, err := h.openRing(opts)
+		if err != nil {
+			return nil, fmt.Errorf("open the kernel event ring buffer: %w", err)
+		}
+		h.ring = r
+		return r, nil
+	}
+	if want.BPFLSM {
+		h.fsErr = h.buildFS(opts, ring)
+	}
+	if want.Network {
+		h.netErr = h.buildNet(opts, ring)
+	}
+	if h.fs == nil && h.net == nil && h.ring != nil {
+		h.ring.Close()
+		h.ring = nil
+	}
+	return h
+}
+
+// buildFS loads the BPF-LSM filesystem programs (DESIGN §3: bpf among the
+// active LSMs and a probe program loads and attaches). A kernel without
+// BPF-LSM is a plain error; programs that did not load on a kernel that
+// has it are a *planner.NotLoaded, which sessions are warned about.
+func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
+	if opts.Unavailable[planner.LayerBPFLSM] {
+		return planner.ErrForced
+	}
+	if err := loader.ProbeBPFLSM(); err != nil {
+		return err
+	}
+	r, err := ring()
+	if err != nil {
+		return &planner.NotLoaded{Err: err}
+	}
+	cfg := session.FSConfig{Events: r, Warn: opts.Warn}
+	if h.reuse(planner.LayerBPFLSM, 0, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewFSLayer(reuse)
+		if err == nil {
+			h.fs = l
+		}
+		return err
+	}) {
+		return nil
+	}
+	l, err := session.NewFSLayer(cfg)
+	if err != nil {
+		return &planner.NotLoaded{Err: fmt.Errorf("the filesystem programs did not load: %w", err)}
+	}
+	h.fs = l
+	h.pin(opts, planner.LayerBPFLSM, 0, l)
+	return nil
+}
+
+func (h *Host) buildNet(opts Options, ring func() (*bpfring.Ring, error)) error {
+	if opts.Unavailable[planner.LayerNetwork] {
+		return planner.ErrForced
+	}
+	upstream := opts.ResolverUpstream
+	if opts.ResolverUpstreamList != "" {
+		var err error
+		if upstream, err = parseUpstream(opts.ResolverUpstreamList); err != nil {
+			return err
+		}
+	}
+	parent, err := cgroup.ParentDir(opts.Cgroup)
+	if err != nil {
+		return err
+	}
+	r, err := ring()
+	if err != nil {
+		return err
+	}
+	cfg := session.NetworkConfig{Parent: parent, Upstream: upstream, Events: r, Warn: opts.Warn}
+	parentID, err := cgroupID(parent)
+	if err != nil {
+		return err
+	}
+	if h.reuse(planner.LayerNetwork, parentID, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewNetworkLayer(reuse)
+		if err == nil {
+			h.net = l
+		}
+		return err
+	}) {
+		return nil
+	}
+	l, err := session.NewNetworkLayer(cfg)
+	if err != nil {
+		return err
+	}
+	h.net = l
+	h.pin(opts, planner.LayerNetwork, parentID, l)
+	return nil
+}
+
+// reuse opens layer from its pins with open when the host's Pinning has
+// them (and the ring they report through was reopened too), and reports
+// whether it did. Pins that do not open are discarded, for the layer to
+// be loaded afresh and pinned in their place.
+func (h *Host) reuse(layer string, parent uint64, open func(dir string) error) bool {
+	if h.pinErr != nil || !h.ringReused {
+		return false
+	}
+	dir := h.pinning.Reusable(layer, parent)
+	if dir == "" {
+		return false
+	}
+	if err := open(dir); err != nil {
+		h.pinFailed[layer] = fmt.Errorf("pinned %s programs not reused: %w", layer, err)
+		if err := h.pinning.Discard(layer, parent); err != nil {
+			h.pinFailed[layer] = err
+			h.pinErr = err
+		}
+		return false
+	}
+	h.pins[layer] = Pinned{Layer: layer, Reused: true, Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}
+	return true
+}
+
+// cgroupID is the id of the cgroup at dir (its inode number).
+func cgroupID(dir string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	return st.Ino, nil
+}
+
+// parseUpstream parses a comma-separated list of host:port.
+func parseUpstream(v string) ([]string, error) {
+	var out []string
+	for _, hp := range strings.Split(v, ",") {
+		hp = strings.TrimSpace(hp)
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return nil, fmt.Errorf("resolver upstream %q is not host:port: %w", hp, err)
+		}
+		out = append(out, hp)
+	}
+	return out, nil
+}
+
+// Capabilities completes caps (planner.Probe's) with the BPF layers this
+// host holds for c: the filesystem programs only where they can enforce
+// c's anchors (fsguard.CheckPolicy).
+func (h *Host) Capabilities(c *policy.Compiled, caps planner.Capabilities) planner.Capabilities {
+	caps.BPFLSM, caps.Network = h.fsErr, h.netErr
+	if h.fs != nil {
+		if err := fsguard.CheckPolicy(c); err != nil {
+			caps.BPFLSM = &planner.NotLoaded{Err: fmt.Errorf("not for this policy: %w", err)}
+		}
+	}
+	return caps
+}
+
+// Plan decides c's layers for verb on this host: planner.Decide with the
+// kernel's capabilities (probe) completed by the host's.
+func (h *Host) Plan(verb planner.Verb, c *policy.Compiled, probe planner.Capabilities) (*planner.Plan, error) {
+	return planner.Decide(verb, c, h.Capabilities(c, probe))
+}
+
+// Layers returns the host's layers plan applies, in order.
+func (h *Host) Layers(plan *planner.Plan) []session.SessionLayer {
+	var out []session.SessionLayer
+	if plan.BPFLSM && h.fs != nil {
+		out = append(out, h.fs)
+	}
+	if plan.Network && h.net != nil {
+		out = append(out, h.net)
+	}
+	return out
+}
+
+// FS and Network return the layers (nil when not built), Err why not.
+func (h *Host) FS() *session.FSLayer           { return h.fs }
+func (h *Host) Network() *session.NetworkLayer { return h.net }
+func (h *Host) FSErr() error                   { return h.fsErr }
+func (h *Host) NetworkErr() error              { return h.netErr }
+func (h *Host) Ring() *bpfring.Ring            { return h.ring }
+
+// Close closes the layers and the ring in this process. What is pinned
+// stays pinned (its Pinning says who removes it).
+func (h *Host) Close() error {
+	var errs []error
+	if h.fs != nil {
+		errs = append(errs, wrap("bpf-lsm layer", h.fs.Close()))
+		h.fs = nil
+	}
+	if h.net != nil {
+		errs = append(errs, wrap("network layer", h.net.Close()))
+		h.net = nil
+	}
+	if h.ring != nil {
+		errs = append(errs, wrap("kernel event ring buffer", h.ring.Close()))
+		h.ring = nil
+	}
+	if h.pinning != nil {
+		errs = append(errs, wrap("pins", h.pinning.Release()))
+		h.pinning = nil
+	}
+	return errors.Join(errs...)
+}
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// CloseRing closes the ring buffer alone, for an owner (the daemon) that
+// closed or left to their pins the layers itself: what pinned programs
+// report from then on waits in the pinned ring buffer.
+func (h *Host) CloseRing() error {
+	if h.ring == nil {
+		return nil
+	}
+	err := h.ring.Close()
+	h.ring = nil
+	if h.pinning != nil {
+		err = errors.Join(err, h.pinning.Release())
+		h.pinning = nil
+	}
+	return wrap("kernel event ring buffer", err)
+}

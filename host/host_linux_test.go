@@ -1,0 +1,138 @@
+//go:build linux
+
+package host_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
+)
+
+// A host with Generations pinning pins the network layer's own links and
+// maps as it builds it (no inference from descriptors): the pinned links
+// are the programs attached on the sessions' parent, and they stay
+// attached after the host closes; removing the generation detaches them.
+func TestHostPinsItsNetworkLayer(t *testing.T) {
+	cg := testutil.NewCgroup(t)
+	root, err := testutil.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sessions' parent is the test group.
+	rel, err := filepath.Rel(root, cg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinDir := filepath.Join(loader.BPFFSMount, "oxs-host-test-"+filepath.Base(cg.Dir))
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	h := host.Open(host.Options{Cgroup: cgroup.Config{Mount: root, Parent: rel}, Pins: host.Generations{Dir: pinDir}},
+		planner.Want{Network: true})
+	if h.NetworkErr() != nil {
+		h.Close()
+		testutil.SkipUnlessVM(t, "cgroup network programs do not load here: %v", h.NetworkErr())
+	}
+	if h.PinErr() != nil {
+		h.Close()
+		testutil.SkipUnlessVM(t, "no bpffs for pins: %v", h.PinErr())
+	}
+	if !errors.Is(h.FSErr(), planner.ErrNotProvided) {
+		t.Errorf("filesystem layer not asked for, but its reason is %v", h.FSErr())
+	}
+	p, ok := h.Pins(planner.LayerNetwork)
+	if !ok {
+		t.Fatalf("network layer not pinned: %v", h.PinFailed(planner.LayerNetwork))
+	}
+	if p.Generation.Dir != filepath.Join(pinDir, "net", "gen-1") || len(p.Old) != 0 {
+		t.Fatalf("pinned as %+v, want %s/net/gen-1 and no older generation", p, pinDir)
+	}
+	if keys, err := p.Generation.SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
+		t.Fatalf("pinned session map: keys %v (%v), want none", keys, err)
+	}
+	// The pinned links are the programs attached on the parent.
+	attached := map[ebpf.ProgramID]bool{}
+	f, err := os.Open(cg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: ebpf.AttachCGroupInet4Connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ap := range res.Programs {
+		attached[ap.ID] = true
+	}
+	names, err := p.Generation.Links()
+	if err != nil || len(names) == 0 {
+		t.Fatalf("pinned links %v (%v)", names, err)
+	}
+	found := false
+	for _, name := range names {
+		l, err := link.LoadPinnedLink(filepath.Join(p.Generation.Dir, "links", name), nil)
+		if err != nil {
+			t.Fatalf("open pinned link %s: %v", name, err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = found || attached[info.Program]
+	}
+	if !found {
+		t.Fatalf("no pinned link %v holds the connect4 program attached on %s (%v)", names, cg.Dir, attached)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: ebpf.AttachCGroupInet4Connect})
+	if err != nil || len(res.Programs) != len(attached) {
+		t.Fatalf("after the host closed: %+v (%v), want the %d pinned programs still attached", res, err, len(attached))
+	}
+	if err := p.Generation.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One supervisor at a time holds a Cache: the pinned programs report into
+// one ring buffer, whose reader must be the supervisor of every session in
+// their maps. A second one is told the pins are busy (and loads its own);
+// once the first releases them, the next one holds them.
+func TestCacheLease(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp(loader.BPFFSMount, "oxs-lease-test-")
+	if err != nil {
+		testutil.SkipUnlessVM(t, "no bpffs at %s: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	first, second := &host.Cache{Dir: dir}, &host.Cache{Dir: dir}
+	if err := first.Prepare(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Prepare(0); !errors.Is(err, host.ErrPinsBusy) {
+		t.Fatalf("second supervisor while the first holds the pins: %v, want ErrPinsBusy", err)
+	}
+	// Another ring size is another directory, with a lease of its own.
+	other := &host.Cache{Dir: dir}
+	if err := other.Prepare(1 << 16); err != nil {
+		t.Fatalf("a cache of another ring size: %v", err)
+	}
+	other.Release()
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Prepare(0); err != nil {
+		t.Fatalf("after the first released the pins: %v", err)
+	}
+	second.Release()
+}

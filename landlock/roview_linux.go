@@ -1,0 +1,137 @@
+//go:build linux
+
+package landlock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// WritableDirs are the directories a session may write below: the policy's
+// existing writable roots and, in workspace-write mode, /dev/shm (POSIX
+// shared memory and semaphores, which Python's multiprocessing locks use).
+// Missing roots are returned apart, for the caller's warning. Landlock
+// grants writes below exactly these, and the read-only view keeps exactly
+// these writable: one list for both layers.
+func WritableDirs(c *policy.Compiled) (dirs, missing []string) {
+	if !c.FilesystemRules {
+		return nil, nil
+	}
+	for _, a := range c.WritableRoots {
+		if !a.Exists {
+			missing = append(missing, a.Path)
+			continue
+		}
+		dirs = append(dirs, a.Path)
+	}
+	if c.Mode == policy.ModeWorkspaceWrite {
+		if fi, err := os.Lstat("/dev/shm"); err == nil && fi.IsDir() {
+			dirs = append(dirs, "/dev/shm")
+		}
+	}
+	return dirs, missing
+}
+
+// viewWritable is what stays writable at the mount level in the read-only
+// view: WritableDirs, and the directory holding each writable root that is
+// a file. Such a file's writers create a temporary file beside it and
+// rename it over the file (Claude Code's ~/.claude.json), and fall back to
+// writing it in place only when the kernel refuses the temporary file
+// with EACCES or EPERM, not with EROFS: in that directory Landlock stays
+// the refusing layer (EACCES, audited) for every create, write, rename and
+// unlink but the file's own write. What the view no longer stops there is
+// a metadata change (chmod, utimes) of another entry in that directory;
+// the BPF-LSM path refuses those too.
+func viewWritable(c *policy.Compiled) []string {
+	dirs, _ := WritableDirs(c)
+	out := append([]string(nil), dirs...)
+	for _, a := range c.WritableRoots {
+		if a.Exists && !a.Dir {
+			out = append(out, filepath.Dir(a.Path))
+		}
+	}
+	return out
+}
+
+// outermost drops every directory that lies below another one in dirs and
+// sorts the rest: a recursive clone of the outer one already carries the
+// inner one with its mounts.
+func outermost(dirs []string) []string {
+	sorted := append([]string(nil), dirs...)
+	sort.Slice(sorted, func(i, j int) bool {
+		return depth(sorted[i]) < depth(sorted[j]) || (depth(sorted[i]) == depth(sorted[j]) && sorted[i] < sorted[j])
+	})
+	var out []string
+	for _, d := range sorted {
+		d = filepath.Clean(d)
+		if insideAny(d, out) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// applyReadOnlyView makes every mount of the namespace read-only except
+// the writable directories, which keep the attributes they had (a mount
+// the host made read-only stays so). Each writable directory's mount tree
+// is cloned before anything changes, every mount is then set read-only,
+// and the clones are put back on top of their directories. Device nodes
+// (/dev/null, terminals, /dev/pts) keep working on a read-only mount: the
+// kernel does not take write access to a mount for them.
+//
+// Write, create, unlink, chmod, chown and utimes outside the writable
+// directories then fail with EROFS at the VFS, before any LSM hook: they
+// are refused whatever Landlock covers, and not audited (the kernel audits
+// LSM refusals, not EROFS).
+func applyReadOnlyView(writable []string) error {
+	type clone struct {
+		path string
+		tree int
+	}
+	var clones []clone
+	defer func() {
+		for _, c := range clones {
+			unix.Close(c.tree)
+		}
+	}()
+	for _, d := range outermost(writable) {
+		fd, err := openNoSymlinks(d)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // vanished since the plan: nothing to keep writable
+			}
+			return fmt.Errorf("mount namespace: read-only view: %w", err)
+		}
+		tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("mount namespace: read-only view: clone the mounts at %s: %w", d, err)
+		}
+		clones = append(clones, clone{d, tree})
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount namespace: read-only view: make every mount read-only: %w", err)
+	}
+	// Each target is opened again: the clone goes on top of whatever is
+	// mounted there now.
+	for _, c := range clones {
+		fd, err := openNoSymlinks(c.path)
+		if err != nil {
+			return fmt.Errorf("mount namespace: read-only view: %w", err)
+		}
+		err = unix.MoveMount(c.tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("mount namespace: read-only view: keep %s writable: %w", c.path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// Layer names, as they appear in messages, registry entries and audit
+// records (package session re-exports them).
+const (
+	LayerCgroup   = "cgroup"
+	LayerMountNS  = "mount-namespace"
+	LayerLandlock = "landlock"
+	LayerBPFLSM   = "bpf-lsm"
+	LayerNetwork  = "network"
+	// LayerNetNS is the empty network namespace that enforces network
+	// "none" in run when there is no cgroup network layer.
+	LayerNetNS = "network-namespace"
+	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
+	LayerSeccomp = "seccomp"
+)
+
+// Verb is what the session is created by.
+type Verb string
+
+const (
+	// Run starts a new command inside the boundary.
+	Run Verb = "run"
+	// Attach moves a running process tree into it: no mount or network
+	// namespace can be given to a process that already runs.
+	Attach Verb = "attach"
+)
+
+// Capabilities are what this supervisor can enforce with, each nil when
+// usable and otherwise why not. Probe measures the kernel's; the
+// enforcement host fills BPFLSM and Network with what it loaded.
+type Capabilities struct {
+	// Cgroup2 is the cgroup v2 hierarchy sessions are created in.
+	Cgroup2 error
+	// MountNS is a private mount namespace for run's launcher.
+	MountNS error
+	// Landlock is the Landlock LSM; LandlockABI its ABI version when
+	// usable and LandlockAudits whether that ABI reports refusals to the
+	// kernel audit log.
+	Landlock       error
+	LandlockABI    int
+	LandlockAudits bool
+	// BPFLSM is the BPF-LSM filesystem layer: nil when the host holds its
+	// programs for this session's policy. A *NotLoaded error means the
+	// kernel supports it but the programs were not built (the plan warns);
+	// any other error means the kernel lacks it (it is left out quietly:
+	// `oxsupervise doctor` explains).
+	BPFLSM error
+	// Network is the cgroup BPF network layer: nil when the host holds
+	// its programs.
+	Network error
+	// NetNS is an empty network namespace for run's launcher.
+	NetNS error
+	// ActiveLSMs is the kernel's LSM list (/sys/kernel/security/lsm),
+	// for the remedy a refusal under sandbox.require names.
+	ActiveLSMs string
+}
+
+// NotLoaded is the reason for a layer the kernel supports but the host did
+// not build for a session: its programs failed to load, or they cannot
+// enforce this policy. Unlike a missing kernel feature, it is warned about.
+type NotLoaded struct{ Err error }
+
+func (e *NotLoaded) Error() string { return e.Err.Error() }
+
+func (e *NotLoaded) Unwrap() error { return e.Err }
+
+// BoundaryError means a layer the policy needs cannot be built; nothing of
+// the command runs (exit 125 naming Layer).
+type BoundaryError struct {
+	Layer string
+	Err   error
+}
+
+func (e *BoundaryError) Error() string {
+	return fmt.Sprintf("layer %s cannot be built: %v", e.Layer, e.Err)
+}
+
+func (e *BoundaryError) Unwrap() error { return e.Err }
+
+// Need says what a session does without a layer.
+type Need uint8
+
+const (
+	// Absent: the session does not get the layer.
+	Absent Need = iota
+	// Required: the session does not start without it.
+	Required
+	// Optional: the layer is applied when it builds; when it does not,
+	// the session goes on under the others and the plan's Fallback
+	// warning is printed.
+	Optional
+)
+
+func (n Need) String() string {
+	switch n {
+	case Required:
+		return "required"
+	case Optional:
+		return "optional"
+	}
+	return "absent"
+}
+
+// Plan is the set of layers one session gets.
+type Plan struct {
+	Verb Verb
+	// BPFLSM applies the host's filesystem programs.
+	BPFLSM bool
+	// Landlock is Required when it is the filesystem layer, Optional when
+	// it is stacked on BPF-LSM as defence in depth: a ruleset the ABI
+	// cannot honour then only costs LandlockFallback's warning.
+	Landlock         Need
+	LandlockABI      int
+	LandlockFallback string
+	// MountNS builds run's private mount namespace.
+	MountNS bool
+	// QuarantineNames watches the writable roots for protected names the
+	// session creates (no BPF-LSM refuses them) and moves them out
+	// (package quarantine).
+	QuarantineNames bool
+	// ReadOnlyView makes every mount of that namespace read-only outside
+	// the writable roots: without BPF-LSM nothing else refuses chmod,
+	// chown or utimes there (Landlock has no right for them).
+	ReadOnlyView bool
+	// Network applies the host's cgroup network programs.
+	Network bool
+	// NetNS starts run's command in an empty network namespace (network
+	// "none" without the network layer); LoopbackUp brings its lo up so
+	// the session reaches its own listeners (loopback "session").
+	NetNS      bool
+	LoopbackUp bool
+	// Warnings say what the session does not get and what replaces it,
+	// one sentence each, without a prefix.
+	Warnings []string
+}
+
+// Want is which BPF layers a policy would use: the host loads only those.
+type Want struct {
+	BPFLSM  bool
+	Network bool
+}
+
+// Wants returns the BPF layers c would use where the kernel has them.
+func Wants(c *policy.Compiled) Want {
+	return Want{BPFLSM: c.FilesystemRules, Network: needsNetwork(c.Network)}
+}
+
+// needsNetwork: network full with every loopback service reachable is the
+// only policy the cgroup programs add nothing to. A zero Policy is none
+// (a hand-built Compiled must not get full network by omission).
+func needsNetwork(n policy.Network) bool {
+	return !(n.Policy == policy.NetFull && (n.Loopback == policy.LoopbackAll || n.Loopback == ""))
+}
+
+// ErrNotProvided is the reason recorded for a BPF layer a supervisor was
+// not given (a caller of package session that builds no host).
+var ErrNotProvided = errors.New("not provided by this supervisor")
+
+// Decide returns the layers c gets on a machine with caps, or a
+// *BoundaryError naming the first layer c needs that caps cannot give.
+func Decide(verb Verb, c *policy.Compiled, caps Capabilities) (*Plan, error) {
+	if c == nil {
+		return nil, errors.New("no policy")
+	}
+	p := &Plan{Verb: verb}
+	if caps.Cgroup2 != nil {
+		return nil, &BoundaryError{LayerCgroup, caps.Cgroup2}
+	}
+	if c.FilesystemRules {
+		p.BPFLSM = caps.BPFLSM == nil
+		var nl *NotLoaded
+		if errors.As(caps.BPFLSM, &nl) {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("BPF-LSM is usable but %v", nl.Err))
+		}
+	}
+	var err error
+	if verb == Attach {
+		err = decideAttach(p, c, caps)
+	} else {
+		err = decideRun(p, c, caps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// AttachNoFS is the warning of an attach session whose filesystem rules
+// nothing enforces (%v: why BPF-LSM is not there).
+const AttachNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
+
+// decideAttach: a running process gets only what is keyed by its cgroup.
+// Its filesystem rules need BPF-LSM (Landlock and namespaces can only be
+// entered by a process itself); lacking it is a loud warning rather than
+// a refusal, since attach exists to contain what already runs. Its network
+// rules need the cgroup programs: there is no namespace to fall back on.
+func decideAttach(p *Plan, c *policy.Compiled, caps Capabilities) error {
+	if c.FilesystemRules && !p.BPFLSM {
+		p.Warnings = append(p.Warnings, fmt.Sprintf(AttachNoFS, caps.BPFLSM))
+	}
+	if !needsNetwork(c.Network) {
+		return nil
+	}
+	if caps.Network == nil {
+		p.Network = true
+		return nil
+	}
+	if c.Network.Policy == policy.NetFull {
+		p.Warnings = append(p.Warnings, loopbackUnenforced(c, caps.Network))
+		return nil
+	}
+	return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer to confine a running process (%v); attach with --net full to get cgroup containment only", netPolicy(c), caps.Network)}
+}
+
+func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
+	if caps.MountNS != nil {
+		return &BoundaryError{LayerMountNS, caps.MountNS}
+	}
+	switch {
+	case caps.Landlock != nil:
+		if c.FilesystemRules && !p.BPFLSM {
+			return &BoundaryError{LayerLandlock, fmt.Errorf("%v; no other filesystem layer either (bpf-lsm: %v)", caps.Landlock, caps.BPFLSM)}
+		}
+		if c.Mode != policy.ModeFullAccess {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("landlock unavailable (%v): no signal or abstract-socket scoping", caps.Landlock))
+		}
+	case p.BPFLSM && !caps.LandlockAudits:
+		// Landlock comes before bpf in every kernel's LSM order, so a
+		// refusal both layers would make is Landlock's; below the audit
+		// ABI the kernel does not report it, and nothing would. BPF-LSM
+		// enforces (and reports) the whole policy alone.
+		p.Warnings = append(p.Warnings, fmt.Sprintf("landlock not stacked on BPF-LSM: ABI %d cannot report refusals to audit (needs the audit ABI)", caps.LandlockABI))
+	case p.BPFLSM:
+		p.Landlock, p.LandlockABI = Optional, caps.LandlockABI
+		p.LandlockFallback = "landlock not stacked on BPF-LSM: %v"
+	default:
+		p.Landlock, p.LandlockABI = Required, caps.LandlockABI
+	}
+	p.MountNS = true
+	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
+	if r, ok := c.Requires(policy.RequireBPFLSM); ok && c.FilesystemRules && !p.BPFLSM {
+		return &BoundaryError{LayerBPFLSM, requiredBPFLSM(r, caps)}
+	}
+	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !p.BPFLSM {
+		// Landlock and bind mounts only protect inodes that exist now, and
+		// oxsupervise never creates placeholders on the host: a protected
+		// name created during the session (git init, a first .claude/) is
+		// moved out when it appears (package quarantine), not refused.
+		p.QuarantineNames = true
+		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names created during the session (a new .git/hooks, a first .claude/) are not refused: each is moved to quarantine when the session makes it, and none is left when it ends")
+	}
+	if c.Mode != policy.ModeFullAccess {
+		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
+		// socket, a network namespace does not cover AF_UNIX, and the
+		// BPF-LSM filesystem programs hook no socket connect either: say
+		// so whichever filesystem layer runs.
+		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
+	}
+	return decideRunNetwork(p, c, caps)
+}
+
+// decideRunNetwork: the cgroup network layer owns the network policy when
+// there is one. Without it only "none" can be honoured, with an empty
+// network namespace; an allowlist cannot be honoured at all, and running
+// it with full network would be a silently weaker boundary, so it is
+// refused.
+func decideRunNetwork(p *Plan, c *policy.Compiled, caps Capabilities) error {
+	if !needsNetwork(c.Network) {
+		return nil
+	}
+	if caps.Network == nil {
+		p.Network = true
+		return nil
+	}
+	switch netPolicy(c) {
+	case policy.NetFull:
+		p.Warnings = append(p.Warnings, loopbackUnenforced(c, caps.Network))
+		return nil
+	case policy.NetNone:
+	default:
+		return &BoundaryError{LayerNetwork, fmt.Errorf("network policy %q needs the cgroup network layer (%v); use --net none or --net full", netPolicy(c), caps.Network)}
+	}
+	if caps.NetNS != nil {
+		return &BoundaryError{LayerNetNS, caps.NetNS}
+	}
+	p.NetNS = true
+	p.LoopbackUp = c.Network.Loopback != policy.LoopbackNone
+	p.Warnings = append(p.Warnings, fmt.Sprintf("cgroup network layer unavailable (%v): network none is enforced with an empty network namespace instead, and its refusals are not audited", caps.Network))
+	if c.Network.Loopback == policy.LoopbackAll {
+		p.Warnings = append(p.Warnings, "network none without the cgroup network layer: the session has its own loopback; the host's loopback services (loopback = \"all\") are NOT reachable")
+	}
+	return nil
+}
+
+// netPolicy reads a zero Policy as none.
+func netPolicy(c *policy.Compiled) policy.NetPolicy {
+	if c.Network.Policy == "" {
+		return policy.NetNone
+	}
+	return c.Network.Policy
+}
+
+func loopbackUnenforced(c *policy.Compiled, why error) string {
+	return fmt.Sprintf("cgroup network layer unavailable (%v): network loopback = %q is NOT enforced; the session reaches every loopback service", why, c.Network.Loopback)
+}
+
+// requiredBPFLSM explains a refused session under sandbox.require =
+// ["bpf-lsm"] in words a user acts on: why this machine has no BPF-LSM
+// and the GRUB line that adds bpf to its LSM list.
+func requiredBPFLSM(r policy.Requirement, caps Capabilities) error {
+	why := "usable, but this supervisor did not load it"
+	if caps.BPFLSM != nil {
+		why = caps.BPFLSM.Error()
+	}
+	lsm := caps.ActiveLSMs
+	if lsm == "" {
+		lsm = "lockdown,capability,landlock,yama,apparmor"
+	}
+	if !strings.Contains(","+lsm+",", ",bpf,") {
+		lsm += ",bpf"
+	}
+	return fmt.Errorf("the policy requires BPF-LSM (sandbox.require, %s), which refuses protected names when they are created; "+
+		"this machine has none (%s). Remedy on Ubuntu and Debian: add lsm=%s to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub and reboot; `oxsupervise doctor` checks the result",
+		r.Source, why, lsm)
+}

@@ -1,0 +1,30 @@
+//go:build linux
+
+package planner
+
+import (
+	"os"
+	"strings"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/landlock"
+)
+
+// Probe measures what the kernel offers the layers package session builds
+// itself (cgroup v2, Landlock, the namespaces), with the layers named in
+// unavailable marked so. BPFLSM and Network are left for the enforcement
+// host to fill in (see host.Host.Capabilities): they are what it loaded,
+// not what the kernel might load.
+func Probe(unavailable map[string]bool) Capabilities {
+	var caps Capabilities
+	if _, err := cgroup.Cgroup2Mount(); err != nil {
+		caps.Cgroup2 = err
+	}
+	caps.LandlockABI, caps.Landlock = landlock.ABI()
+	caps.LandlockAudits = caps.Landlock == nil && caps.LandlockABI >= landlock.AuditABI
+	caps.BPFLSM, caps.Network = ErrNotProvided, ErrNotProvided
+	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil {
+		caps.ActiveLSMs = strings.TrimSpace(string(b))
+	}
+	return caps.Force(unavailable)
+}

@@ -1,0 +1,33 @@
+// Package quarantine owns the Landlock path's answer to protected names
+// created during a session (DESIGN §9). Landlock and bind mounts protect
+// only entries that exist when a session starts; a `.claude/settings.json`,
+// `.envrc` or a new repository's `.git/hooks` made during the session
+// would run code outside the boundary the next time the user opens the
+// project. Without BPF-LSM nothing refuses such a name, so the supervisor
+// watches the writable roots with fanotify (FAN_REPORT_DFID_NAME,
+// FAN_CREATE|FAN_MOVED_TO, filesystem marks) and moves every protected
+// entry a session process creates (or renames into place) out of the
+// workspace into DefaultDir/<session>/<original path>, within
+// milliseconds, each move reported for the audit log.
+//
+// The guarantee is after the fact, and stated as such by `doctor` and
+// `run`: between its creation and the move, the entry exists, and the
+// session itself may use it (still confined). What the guarantee covers is
+// the user: when the session ends, Close has stopped the watch (every
+// session process is gone by then), re-checked what it deferred and, when
+// the kernel reported a queue overflow or a root could not be watched,
+// walked the roots; no protected entry the session created is left where
+// it takes effect. Two entries are deferred to that check rather than
+// moved at once, because git writes them for normal work (`git worktree
+// add`, submodules): a `.git` file, kept when its `gitdir:` names a
+// directory below a `.git` that existed before the session, and a
+// worktree's `commondir`, kept when it names its own `.git`.
+//
+// Attribution: an event's pid is in the session when its cgroup is the
+// session's. A pid that has exited before the event is read (a `mkdir`
+// run by a shell) cannot be looked up; such entries are treated as the
+// session's (fail closed: the move is reported and reversible by hand).
+//
+// Matching protected names is policy's (Compiled.ProtectedMatch); this
+// package only decides when to look and where entries go.
+package quarantine

@@ -1,0 +1,183 @@
+//go:build linux
+
+package quarantine
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// move takes target (below r) out of the workspace: into
+// Dir/<session>/<target's absolute path>, with a numeric suffix when that
+// name was used before. Every step goes through descriptors opened below
+// the root without following symlinks, so a session that swaps a directory
+// for a symlink meanwhile cannot make the supervisor move something
+// outside its roots.
+func (w *Watch) move(r root, target string, pid int, p policy.ProtectedPattern, reason string) {
+	m := Moved{Path: target, PID: pid, Pattern: p, Reason: reason}
+	m.To, m.Err = w.moveOut(r, target)
+	w.mu.Lock()
+	w.moved = append(w.moved, m)
+	w.mu.Unlock()
+	if w.opts.Report != nil {
+		w.opts.Report(m)
+	}
+}
+
+func (w *Watch) moveOut(r root, target string) (string, error) {
+	rel := strings.TrimPrefix(target, r.path+"/")
+	parentRel, name := filepath.Split(rel)
+	parentRel = strings.TrimSuffix(parentRel, "/")
+	if parentRel == "" {
+		parentRel = "."
+	}
+	parent, err := unix.Openat2(r.fd, parentRel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return "", fmt.Errorf("quarantine %s: %w (%v)", target, errNoParent, err)
+	}
+	defer unix.Close(parent)
+
+	dest := filepath.Join(w.dir, w.opts.Session, target)
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", target, err)
+	}
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(dest); os.IsNotExist(err) {
+			break
+		}
+		dest = filepath.Join(w.dir, w.opts.Session, fmt.Sprintf("%s.%d", target, i))
+	}
+	destDir, err := unix.Open(filepath.Dir(dest), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", target, err)
+	}
+	defer unix.Close(destDir)
+	err = unix.Renameat2(parent, name, destDir, filepath.Base(dest), unix.RENAME_NOREPLACE)
+	if err == unix.EXDEV {
+		// The quarantine is on another filesystem (a tmpfs /tmp root):
+		// copy, then remove the original.
+		src := fmt.Sprintf("/proc/self/fd/%d/%s", parent, name)
+		if err := copyTree(src, dest); err != nil {
+			return "", fmt.Errorf("quarantine %s: copy to %s: %w", target, dest, err)
+		}
+		err = os.RemoveAll(src)
+	}
+	if err != nil {
+		return "", fmt.Errorf("quarantine %s: move to %s: %w", target, dest, err)
+	}
+	return dest, nil
+}
+
+// copyTree copies src (file, symlink or directory, not followed) to dst.
+func copyTree(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		t, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(t, dst)
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o700); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	case fi.Mode().IsRegular():
+		in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm()&0o700)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	return nil // fifos, sockets: nothing to keep
+}
+
+// deferred reports whether a protected entry is one git writes for normal
+// work, checked at Close instead of moved at once: a `.git` file (git
+// worktree add, submodules) and a worktree's commondir.
+func deferred(p string, isDir bool) bool {
+	base := filepath.Base(p)
+	if base == ".git" && !isDir {
+		return true
+	}
+	parts := strings.Split(p, "/")
+	n := len(parts)
+	return base == "commondir" && !isDir && n >= 4 && parts[n-3] == "worktrees" && parts[n-4] == ".git"
+}
+
+// suspicious reports whether a deferred entry points git somewhere of the
+// session's choosing, and why: a `.git` file whose gitdir: is not below
+// worktrees/ or modules/ of a `.git` directory that existed before the
+// session, or a commondir that does not name its own `.git`.
+func suspicious(c *policy.Compiled, p string, isDir bool) (string, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSpace(line)
+	if filepath.Base(p) == "commondir" {
+		own := filepath.Dir(filepath.Dir(filepath.Dir(p)))
+		if resolved(filepath.Dir(p), line) != own {
+			return fmt.Sprintf("a worktree commondir naming %s, not its own %s", line, own), true
+		}
+		return "", false
+	}
+	target, ok := strings.CutPrefix(line, "gitdir:")
+	if !ok {
+		return "a .git file without a gitdir: line", true
+	}
+	dir := resolved(filepath.Dir(p), strings.TrimSpace(target))
+	for _, a := range c.ProtectedPaths {
+		i := strings.Index(a.Path, "/.git/")
+		if i < 0 {
+			continue
+		}
+		gitDir := a.Path[:i+len("/.git")]
+		for _, sub := range []string{"/worktrees/", "/modules/"} {
+			if strings.HasPrefix(dir, gitDir+sub) {
+				return "", false
+			}
+		}
+	}
+	return fmt.Sprintf("a .git file whose gitdir: %s is not below an existing repository's worktrees/ or modules/", dir), true
+}
+
+func resolved(base, p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	return filepath.Clean(p)
+}

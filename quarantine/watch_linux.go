@@ -1,0 +1,470 @@
+//go:build linux
+
+package quarantine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// watchMask: entries created and entries renamed into place, directories
+// included (mkdir .claude, mv staging .claude).
+const watchMask = unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_ONDIR
+
+// maxMovedDirWalk bounds the walk of a directory renamed into a root (its
+// subtree may hold protected names no event reports); beyond it the final
+// check walks the roots instead.
+const maxMovedDirWalk = 20000
+
+// maxFinalWalk bounds the final walk of the roots, as the policy's own
+// compile-time scan is bounded.
+const maxFinalWalk = 200000
+
+// Watch is a running watch of one session's writable roots.
+type Watch struct {
+	opts    Options
+	c       *policy.Compiled
+	dir     string
+	names   map[string]bool
+	roots   []root
+	start   time.Time
+	fan     int // -1: no fanotify, the final walk does all the work
+	wake    int // eventfd that stops the loop
+	done    chan struct{}
+	byFSID  map[[2]int32]int
+	mu      sync.Mutex
+	moved   []Moved
+	defer_  map[string]bool
+	walkAll bool // an overflow or a root without a mark: walk at Close
+}
+
+type root struct {
+	path string
+	fd   int // O_PATH, the base of every move below it
+}
+
+// Start watches the writable roots of opts.Policy. It never fails a
+// session: without fanotify (old kernel, no CAP_SYS_ADMIN) it warns, and
+// Close walks the roots instead.
+func Start(opts Options) (*Watch, error) {
+	w := &Watch{opts: opts, c: opts.Policy, dir: opts.Dir, names: opts.Policy.ProtectedNames(), start: time.Now(),
+		fan: -1, wake: -1, byFSID: map[[2]int32]int{}, defer_: map[string]bool{}}
+	if w.dir == "" {
+		w.dir = DefaultDir
+	}
+	if w.opts.Warn == nil {
+		w.opts.Warn = io.Discard
+	}
+	for _, a := range w.c.WritableRoots {
+		if !a.Exists || !a.Dir || w.ignored(a.Path) {
+			continue // a writable file (an agent's state) holds no names
+		}
+		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			w.closeFDs()
+			return nil, fmt.Errorf("quarantine: open writable root %s: %w", a.Path, err)
+		}
+		w.roots = append(w.roots, root{path: a.Path, fd: fd})
+	}
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
+	if err != nil {
+		fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: no fanotify watch of protected names (%v): they are checked when the session ends only\n", err)
+		w.walkAll = true
+		return w, nil
+	}
+	w.fan = fan
+	for _, p := range w.markPoints() {
+		if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, watchMask, unix.AT_FDCWD, p); err != nil {
+			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: cannot watch %s for protected names (%v): it is checked when the session ends\n", p, err)
+			w.walkAll = true
+			continue
+		}
+		if err := w.addFS(p); err != nil {
+			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: %v: checked when the session ends\n", err)
+			w.walkAll = true
+		}
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		w.closeFDs()
+		return nil, fmt.Errorf("quarantine: eventfd: %w", err)
+	}
+	w.wake = wake
+	w.done = make(chan struct{})
+	go w.loop()
+	return w, nil
+}
+
+// markPoints are the roots and every mount below one: each filesystem a
+// session can create entries on.
+func (w *Watch) markPoints() []string {
+	var out []string
+	for _, r := range w.roots {
+		out = append(out, r.path)
+	}
+	mounts, err := mountinfo.Read()
+	if err != nil {
+		fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: read mountinfo (%v): mounts below the writable roots are checked when the session ends\n", err)
+		w.walkAll = true
+		return out
+	}
+	for _, m := range mounts {
+		for _, r := range w.roots {
+			if strings.HasPrefix(m.Point, r.path+"/") {
+				out = append(out, m.Point)
+			}
+		}
+	}
+	return out
+}
+
+// addFS remembers a descriptor on p's filesystem, by fsid: the mount
+// descriptor open_by_handle_at resolves that filesystem's handles with.
+func (w *Watch) addFS(p string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", p, err)
+	}
+	if _, ok := w.byFSID[st.Fsid.Val]; ok {
+		return nil
+	}
+	// Not O_PATH: open_by_handle_at refuses those as its mount_fd.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	w.byFSID[st.Fsid.Val] = fd
+	return nil
+}
+
+func (w *Watch) loop() {
+	defer close(w.done)
+	buf := make([]byte, 64<<10)
+	fds := []unix.PollFd{{Fd: int32(w.fan), Events: unix.POLLIN}, {Fd: int32(w.wake), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: fanotify poll: %v; protected names are checked when the session ends\n", err)
+			w.setWalkAll()
+			return
+		}
+		stopping := fds[1].Revents != 0
+		// Drain: on stop, everything queued before it is still handled.
+		for {
+			n, err := unix.Read(w.fan, buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n <= 0 {
+				break
+			}
+			w.handleBuffer(buf[:n])
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+func (w *Watch) setWalkAll() {
+	w.mu.Lock()
+	w.walkAll = true
+	w.mu.Unlock()
+}
+
+// handleBuffer parses the events in one read (fanotify(7)).
+func (w *Watch) handleBuffer(b []byte) {
+	for len(b) >= unix.FAN_EVENT_METADATA_LEN {
+		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
+		if evLen < unix.FAN_EVENT_METADATA_LEN || evLen > len(b) {
+			return
+		}
+		metaLen := int(binary.NativeEndian.Uint16(b[6:8]))
+		mask := binary.NativeEndian.Uint64(b[8:16])
+		fd := int32(binary.NativeEndian.Uint32(b[16:20]))
+		pid := int(int32(binary.NativeEndian.Uint32(b[20:24])))
+		if fd >= 0 {
+			unix.Close(int(fd)) // not with FAN_REPORT_DFID_NAME; never leak one
+		}
+		if mask&unix.FAN_Q_OVERFLOW != 0 {
+			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: fanotify queue overflow: the writable roots are walked for protected names when the session ends\n")
+			w.setWalkAll()
+		} else if metaLen <= evLen {
+			w.handleInfo(b[metaLen:evLen], mask, pid)
+		}
+		b = b[evLen:]
+	}
+}
+
+// handleInfo handles one event's DFID_NAME record: a directory handle and
+// the name created in it.
+func (w *Watch) handleInfo(info []byte, mask uint64, pid int) {
+	for len(info) >= 4 {
+		typ, l := info[0], int(binary.NativeEndian.Uint16(info[2:4]))
+		if l < 4 || l > len(info) {
+			return
+		}
+		rec := info[:l]
+		info = info[l:]
+		if typ != unix.FAN_EVENT_INFO_TYPE_DFID_NAME || len(rec) < 4+8+8 {
+			continue
+		}
+		var fsid [2]int32
+		fsid[0] = int32(binary.NativeEndian.Uint32(rec[4:8]))
+		fsid[1] = int32(binary.NativeEndian.Uint32(rec[8:12]))
+		hbytes := int(binary.NativeEndian.Uint32(rec[12:16]))
+		htype := int32(binary.NativeEndian.Uint32(rec[16:20]))
+		if 20+hbytes > len(rec) {
+			continue
+		}
+		handle := rec[20 : 20+hbytes]
+		name := string(rec[20+hbytes:])
+		if i := strings.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		movedDir := mask&unix.FAN_MOVED_TO != 0 && mask&unix.FAN_ONDIR != 0
+		if !w.names[name] && !movedDir {
+			continue
+		}
+		if pid == os.Getpid() {
+			continue // this supervisor's own moves
+		}
+		if in, known := w.opts.InSession(pid); known && !in {
+			continue
+		}
+		dir, ok := w.resolve(fsid, htype, handle)
+		if !ok {
+			continue
+		}
+		w.created(filepath.Join(dir, name), pid, movedDir)
+	}
+}
+
+// resolve turns a directory handle into its path in this (the host's)
+// mount namespace.
+func (w *Watch) resolve(fsid [2]int32, htype int32, handle []byte) (string, bool) {
+	mfd, ok := w.byFSID[fsid]
+	if !ok {
+		return "", false
+	}
+	fd, err := unix.OpenByHandleAt(mfd, unix.NewFileHandle(htype, handle), unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return "", false // removed since
+	}
+	defer unix.Close(fd)
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil || strings.HasSuffix(p, " (deleted)") {
+		return "", false
+	}
+	return p, true
+}
+
+// created handles one new entry at path made by pid.
+func (w *Watch) created(path string, pid int, movedDir bool) {
+	r, rel, ok := w.rootOf(path)
+	if !ok {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return // gone again
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if n, p := w.c.ProtectedPrefix(rel, isDir); p != nil {
+		target := filepath.Join(append([]string{r.path}, rel[:n]...)...)
+		w.decide(r, target, n < len(rel) || isDir, pid, *p)
+		return
+	}
+	if movedDir {
+		// A directory renamed into place may carry protected names
+		// below it that no event reports.
+		if !w.walk(r, path, maxMovedDirWalk, pid, false) {
+			w.setWalkAll()
+		}
+	}
+}
+
+// decide moves target now, or defers it to Close when git writes such
+// entries for normal work.
+func (w *Watch) decide(r root, target string, isDir bool, pid int, p policy.ProtectedPattern) {
+	if deferred(target, isDir) {
+		w.mu.Lock()
+		w.defer_[target] = true
+		w.mu.Unlock()
+		return
+	}
+	w.move(r, target, pid, p, "a protected name created during the session")
+}
+
+// rootOf finds the writable root path lies below and path's components
+// relative to it (the deepest root wins).
+func (w *Watch) rootOf(path string) (root, []string, bool) {
+	if w.ignored(path) {
+		return root{}, nil, false
+	}
+	best := -1
+	for i, r := range w.roots {
+		if strings.HasPrefix(path, r.path+"/") && (best < 0 || len(r.path) > len(w.roots[best].path)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return root{}, nil, false
+	}
+	rel := strings.TrimPrefix(path, w.roots[best].path+"/")
+	return w.roots[best], strings.Split(rel, "/"), true
+}
+
+// walk looks for protected entries below dir (inclusive) and moves each
+// that did not exist before the session. finalCheck also moves deferred
+// kinds that fail their check. It reports false when it stopped at limit.
+func (w *Watch) walk(r root, dir string, limit, pid int, finalCheck bool) bool {
+	seen := 0
+	complete := true
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > limit {
+			complete = false
+			return filepath.SkipAll
+		}
+		if d.IsDir() && w.ignored(p) {
+			return filepath.SkipDir
+		}
+		_, rel, ok := w.rootOf(p)
+		if !ok {
+			return nil
+		}
+		pat := w.c.ProtectedMatch(rel, d.IsDir())
+		if pat == nil {
+			return nil
+		}
+		if w.preexisting(p) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if finalCheck && deferred(p, d.IsDir()) {
+			w.mu.Lock()
+			w.defer_[p] = true
+			w.mu.Unlock()
+			return nil
+		}
+		w.decide(r, p, d.IsDir(), pid, *pat)
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return complete
+}
+
+// preexisting reports whether the protected entry at p existed when the
+// session started: the policy resolved it then, or its birth time is
+// older than the session.
+func (w *Watch) preexisting(p string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return true // gone: nothing to move
+	}
+	for _, a := range w.c.ProtectedPaths {
+		if a.Path == p && a.Exists && (a.Ino == 0 || a.Ino == st.Ino) {
+			return true
+		}
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx); err == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		return time.Unix(stx.Btime.Sec, int64(stx.Btime.Nsec)).Before(w.start)
+	}
+	// No birth time: only the policy's scan can tell, when complete.
+	return !w.c.ProtectedPathsComplete
+}
+
+// Close stops the watch and makes the final check; call it once every
+// process of the session is gone. It returns every entry moved.
+func (w *Watch) Close() []Moved {
+	if w.done != nil {
+		unix.Write(w.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		<-w.done
+	}
+	w.mu.Lock()
+	walkAll := w.walkAll
+	deferredPaths := make([]string, 0, len(w.defer_))
+	for p := range w.defer_ {
+		deferredPaths = append(deferredPaths, p)
+	}
+	w.mu.Unlock()
+	if walkAll {
+		for _, r := range w.roots {
+			if !w.walk(r, r.path, maxFinalWalk, 0, true) {
+				fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: stopped the final check of %s for protected names after %d entries\n", r.path, maxFinalWalk)
+			}
+		}
+		w.mu.Lock()
+		deferredPaths = deferredPaths[:0]
+		for p := range w.defer_ {
+			deferredPaths = append(deferredPaths, p)
+		}
+		w.mu.Unlock()
+	}
+	for _, p := range deferredPaths {
+		r, rel, ok := w.rootOf(p)
+		if !ok {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if why, bad := suspicious(w.c, p, isDir); bad {
+			if pat := w.c.ProtectedMatch(rel, isDir); pat != nil {
+				w.move(r, p, 0, *pat, why)
+			}
+		}
+	}
+	w.closeFDs()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Moved(nil), w.moved...)
+}
+
+func (w *Watch) closeFDs() {
+	for _, r := range w.roots {
+		unix.Close(r.fd)
+	}
+	for _, fd := range w.byFSID {
+		unix.Close(fd)
+	}
+	for _, fd := range []int{w.fan, w.wake} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	w.roots, w.byFSID, w.fan, w.wake = nil, nil, -1, -1
+}
+
+var errNoParent = errors.New("the entry's directory changed (a symlink or it vanished)")
+
+// ignored reports whether p is, or lies below, an Options.Ignore directory.
+func (w *Watch) ignored(p string) bool {
+	for _, d := range w.opts.Ignore {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}

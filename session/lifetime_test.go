@@ -1,0 +1,158 @@
+//go:build linux
+
+package session_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestRunLeavesNothingBehind(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	cg2 := cgroup2Mount(t)
+	e := newEnv(t)
+	before := listTree(t, e.base)
+	mountsBefore := mountsMentioning(t, e.base)
+
+	pidFile := filepath.Join("/tmp", fmt.Sprintf("oxs-test-pid-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(pidFile) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"), "--", "sh", "-c",
+		fmt.Sprintf(`setsid nohup sleep 1000 >/dev/null 2>&1 & echo $! > %s.tmp; mv %[1]s.tmp %[1]s; sleep 1.5`, pidFile))
+	cmd.Dir = e.ws
+	cmd.Env = append(os.Environ(), "HOME="+e.home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// While the session runs, its protective mounts are invisible here.
+	// The pid file says the command runs; setup time varies with load
+	// (network programs attach first), so wait for it, not a fixed time.
+	for deadline := time.Now().Add(20 * time.Second); !exists(pidFile) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	during := mountsMentioning(t, e.base)
+	sessionCgroups := sessionGroups(t, cg2)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if len(during) != len(mountsBefore) {
+		t.Errorf("session mounts leaked into the host namespace: %v", during)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(mustRead(t, pidFile)))
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	if alive(pid) {
+		unix.Kill(pid, unix.SIGKILL)
+		t.Errorf("setsid nohup sleep (pid %d) survived the session", pid)
+	}
+	after := listTree(t, e.base)
+	if strings.Join(before, "\n") != strings.Join(after, "\n") {
+		t.Errorf("files changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if got := mountsMentioning(t, e.base); len(got) != len(mountsBefore) {
+		t.Errorf("mounts left behind: %v", got)
+	}
+	for _, g := range sessionCgroups {
+		if exists(g) {
+			t.Errorf("session cgroup %s left behind", g)
+		}
+		if exists(filepath.Join("/run/oxsupervise/sessions", filepath.Base(g)+".json")) {
+			t.Errorf("registry entry of %s left behind", filepath.Base(g))
+		}
+	}
+	if len(sessionCgroups) == 0 {
+		t.Error("no session cgroup was seen while the session ran")
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool { return procfs.Alive(pid) }
+
+func listTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			out = append(out, fmt.Sprintf("%s %v %d", p, fi.Mode(), fi.Size()))
+		}
+		return nil
+	})
+	return out
+}
+
+func mountsMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// sessionGroups lists the session cgroups that exist now.
+func sessionGroups(t *testing.T, cg2 string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(cg2, "oxsupervise", "s-*"))
+	return m
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--audit-log", filepath.Join(e.base, "audit.jsonl"), "--", "sh", "-c",
+		`trap 'echo got-term; exit 3' TERM; echo ready; sleep 100 & wait`)
+	cmd.Dir = e.ws
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(out)
+	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	for {
+		line, err := rd.ReadString('\n')
+		stdout.WriteString(line)
+		if err != nil {
+			break
+		}
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stdout.String(), "got-term") {
+		t.Errorf("SIGTERM to the supervisor: exit %d, stdout %q; want the command's trap to run and exit 3", code, stdout.String())
+	}
+}

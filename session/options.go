@@ -1,0 +1,100 @@
+package session
+
+import (
+	"io"
+	"os"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// The inputs and results of the package's verbs, one definition for every
+// OS (Run, Attach, List and the launcher exist on Linux only; elsewhere they
+// return an error saying so).
+
+// LauncherVerb is the hidden first argument that turns the binary into the
+// launcher. The supervisor passes it; users never do.
+const LauncherVerb = "__launch"
+
+// RunOptions are the inputs of Run.
+type RunOptions struct {
+	Policy *policy.Compiled
+	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
+	Argv []string
+	// Env is the caller's environment; Run scrubs it per Policy.Env.
+	Env []string
+	// Dir is the working directory of the command.
+	Dir string
+	// UID, GID and Groups are the user the command runs as.
+	UID, GID int
+	Groups   []int
+
+	Stdin, Stdout, Stderr *os.File
+	// Warn receives warnings (one line each); nil discards them.
+	Warn io.Writer
+	// Unavailable marks layers as unavailable (see ForceUnavailableEnv).
+	Unavailable map[string]bool
+	// QuarantineDir receives protected entries a session creates on the
+	// Landlock path; "" means quarantine.DefaultDir.
+	QuarantineDir string
+	// SelfExe is the launcher binary; "" means /proc/self/exe.
+	SelfExe  string
+	Cgroup   cgroup.Config
+	Registry Registry
+	// Layers are applied to the session cgroup before the launcher starts
+	// (cgroup network programs), except those whose rules would refuse
+	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
+	// after the launcher's mount namespace is built and before it execs.
+	Layers []SessionLayer
+	// Plan is the session's layers as package planner decided them, and
+	// Layers must hold the BPF layers it names. Without it Run decides
+	// from the kernel's capabilities and the Layers given.
+	Plan *planner.Plan
+	// OnStart, when set, is called once with the session's identity after
+	// its cgroup exists and the layers applied before the launch are in
+	// place, and before the command's first instruction: how a
+	// supervisor (the daemon) learns the id of the session it waits for.
+	OnStart func(SessionInfo)
+}
+
+// AttachOptions are the inputs of Attach.
+type AttachOptions struct {
+	PID    int
+	Policy *policy.Compiled
+	// CallerUID is the user on whose behalf attach runs (SUDO_UID when
+	// run through sudo); only their processes may be attached unless
+	// AllowOtherUser.
+	CallerUID      int
+	AllowOtherUser bool
+	Warn           io.Writer
+	Unavailable    map[string]bool
+	Cgroup         cgroup.Config
+	Registry       Registry
+	// Layers are applied to the session cgroup before any process moves
+	// in. With a bpf-lsm layer among them, filesystem rules apply.
+	Layers []SessionLayer
+	// Plan is the session's layers as package planner decided them, and
+	// Layers must hold the BPF layers it names. Without it Attach decides
+	// from the kernel's capabilities and the Layers given.
+	Plan *planner.Plan
+	// Audit is the sink the layers write the session's refusals to; the
+	// caller owns it and keeps it open as long as the layers live (they
+	// outlive Attach). Nil: each layer opens Policy.Audit.Path itself.
+	Audit *audit.FileSink
+}
+
+// Status is one session as `sessions` shows it: the registry entry joined
+// with the live cgroup.
+type Status struct {
+	Entry
+	// Procs are the pids in the session group now.
+	Procs []int `json:"procs"`
+	// State is "running", "empty" (group exists, no process),
+	// "orphaned" (a run session whose supervisor is gone, e.g. SIGKILLed:
+	// what is left stays confined but is killed only by `stop` or a
+	// daemon's start), "no-registry" (a group nobody recorded, e.g. after a
+	// crash) or "stale" (a record whose group is gone).
+	State string `json:"state"`
+}

@@ -1,0 +1,110 @@
+//go:build linux
+
+package session_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/loader"
+)
+
+// pinnedPrograms returns the program ids of the links pinned in set.
+func pinnedPrograms(t *testing.T, set string) []ebpf.ProgramID {
+	t.Helper()
+	ids, err := loader.Generation{Dir: set}.ProgramIDs()
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("pinned programs of %s: %v (%v)", set, ids, err)
+	}
+	return ids
+}
+
+// A standalone run leaves its network programs pinned, and the next run
+// reuses them instead of loading them again: the second run's session is
+// in the pinned programs' session map while it runs, and the pinned links
+// still hold the very programs (by kernel id) the first run loaded.
+func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
+	if err != nil {
+		testutil.SkipUnlessVM(t, "no bpffs at %s: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pins) })
+	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+
+	if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "net-*"))
+	if len(sets) != 1 {
+		t.Fatalf("pinned network sets after the first run: %v, want one below %s/run/%s-ring*", sets, pins, loader.ObjectsVersion())
+	}
+	// The set is named after the parent the programs are attached on.
+	parent, err := cgroup.ParentDir(cgroup.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(parent, &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := "net-" + strconv.FormatUint(st.Ino, 10); filepath.Base(sets[0]) != want {
+		t.Fatalf("pinned set %s, want %s (the sessions' parent %s)", sets[0], want, parent)
+	}
+	first := pinnedPrograms(t, sets[0])
+	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
+		t.Fatalf("the first run left sessions in the pinned map: %v (%v)", keys, err)
+	}
+
+	// The second run's command reports its session and waits on a fifo,
+	// so the pinned map can be read while the session lives.
+	fifo := filepath.Join(e.ws, "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	idFile := filepath.Join(e.ws, "session-id")
+	done := make(chan result, 1)
+	go func() {
+		done <- e.run(t, pinEnv, "run", "--net", "none", "--", "sh", "-c", `echo "$OXSUPERVISE_SESSION" > session-id; read x < gate`)
+	}()
+	gate, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once the command reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(idFile)
+	if err != nil {
+		gate.Close()
+		t.Fatal(err)
+	}
+	g, err := cgroup.OpenSession(cgroup.Config{}, strings.TrimSpace(string(b)))
+	if err != nil {
+		gate.Close()
+		t.Fatal(err)
+	}
+	keys, err := loader.Generation{Dir: sets[0]}.SessionKeys("net_sessions")
+	gate.Write([]byte("go\n"))
+	gate.Close()
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
+	}
+	if err != nil || !slices.Contains(keys, g.CgroupID) {
+		t.Fatalf("second run's session (cgroup %d) not in the pinned programs' session map: %v (%v); it loaded programs of its own", g.CgroupID, keys, err)
+	}
+	if again := pinnedPrograms(t, sets[0]); !slices.Equal(again, first) {
+		t.Fatalf("pinned programs %v after the second run, want the first run's %v", again, first)
+	}
+	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
+		t.Fatalf("the second run left its session in the pinned map: %v (%v)", keys, err)
+	}
+}
