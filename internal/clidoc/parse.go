@@ -121,11 +121,12 @@ func ParseHelp(prog string, v *Verb, help string) error {
 
 // Subcommands lists the subcommand words a usage line names: "audit tail
 // [flags]" names tail, "policy show [--json] | policy check ..." names
-// show and check. Arguments (SESSION, ID), flags and brackets are not
-// subcommands.
+// show and check. Arguments (SESSION, ID, "claude-code|codex": choices
+// are written without spaces around the bar, alternatives of the whole
+// usage with them), flags and brackets are not subcommands.
 func Subcommands(verb, usage string) []string {
 	var out []string
-	for _, alt := range strings.Split(usage, "|") {
+	for _, alt := range strings.Split(usage, " | ") {
 		f := strings.Fields(alt)
 		if len(f) > 0 && f[0] != verb && len(f) > 1 && f[1] == verb {
 			f = f[1:] // "oxsupervise policy check"

@@ -51,6 +51,8 @@ func TestSubcommands(t *testing.T) {
 		{"run", "run [policy flags] -- CMD [ARG...]", nil},
 		{"exec", "exec --unsandboxed -- CMD", nil},
 		{"version", "", nil},
+		{"hook", "hook claude-code|codex [--no-nest]", nil},
+		{"agent", "agent setup claude-code|codex [--managed]", []string{"setup"}},
 	} {
 		if got := Subcommands(tc.verb, tc.usage); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Subcommands(%q, %q) = %q, want %q", tc.verb, tc.usage, got, tc.want)
