@@ -76,6 +76,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
+			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
 			writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", be))
 			return
 		}

@@ -67,6 +67,10 @@
 //	[audit]       path, journald (also send every record to systemd-journald),
 //	              kernel_buffer (the BPF refusal ring buffer: a power of two,
 //	              64K..1G, default "4M"; locks may only raise it)
+//	[audit.otlp]  endpoint (an OTLP/HTTP collector URL the daemon exports every
+//	              record to; "" = off, the default; managed files only)
+//	[metrics]     listen (the daemon's Prometheus endpoint, "127.0.0.1:9464";
+//	              "" = off, the default; read from the managed files only)
 //	[permissions] default; [[permissions.rules]] tool, pattern, action
 //	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
 //	[agent.NAME.profile] (NAME a built-in profile: claude-code, codex,
