@@ -1,0 +1,79 @@
+//go:build linux
+
+package loader
+
+import "fmt"
+
+// ROViewOp is the operation of a system call the read-only view refuses,
+// as ROViewTable numbers it for bpf/roview.c (roview_syscall.op), which
+// copies it into the event. 0 is a system call not in the table.
+type ROViewOp uint8
+
+// The operations, named after the audit schema's event.action vocabulary
+// (docs/audit-schema.md).
+const (
+	ROViewOpUnknown ROViewOp = iota
+	ROViewOpOpen
+	ROViewOpMkdir
+	ROViewOpMknod
+	ROViewOpUnlink
+	ROViewOpRmdir
+	ROViewOpRename
+	ROViewOpLink
+	ROViewOpSymlink
+	ROViewOpChmod
+	ROViewOpChown
+	ROViewOpUtimes
+	ROViewOpTruncate
+	ROViewOpSetxattr
+	ROViewOpRemovexattr
+)
+
+var roviewOpNames = [...]string{
+	ROViewOpUnknown: "syscall", ROViewOpOpen: "open", ROViewOpMkdir: "mkdir", ROViewOpMknod: "mknod",
+	ROViewOpUnlink: "unlink", ROViewOpRmdir: "rmdir", ROViewOpRename: "rename", ROViewOpLink: "link",
+	ROViewOpSymlink: "symlink", ROViewOpChmod: "chmod", ROViewOpChown: "chown", ROViewOpUtimes: "utimes",
+	ROViewOpTruncate: "truncate", ROViewOpSetxattr: "setxattr", ROViewOpRemovexattr: "removexattr",
+}
+
+func (o ROViewOp) String() string {
+	if int(o) < len(roviewOpNames) {
+		return roviewOpNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// roviewCall describes one system call: its operation and the 1-based
+// positions of its arguments (0: none).
+type roviewCall struct {
+	op                             ROViewOp
+	path, dirfd, path2, dirfd2, fd uint8
+}
+
+// The shapes the system calls share.
+var (
+	atPath     = func(op ROViewOp) roviewCall { return roviewCall{op: op, dirfd: 1, path: 2} } // openat, mkdirat, fchmodat, ...
+	plainPath  = func(op ROViewOp) roviewCall { return roviewCall{op: op, path: 1} }           // open, mkdir, chmod, ...
+	fdOnly     = func(op ROViewOp) roviewCall { return roviewCall{op: op, fd: 1} }             // fchmod, fchown, ...
+	twoPaths   = func(op ROViewOp) roviewCall { return roviewCall{op: op, path: 1, path2: 2} } // rename, link
+	twoAtPaths = func(op ROViewOp) roviewCall { return roviewCall{op: op, dirfd: 1, path: 2, dirfd2: 3, path2: 4} }
+)
+
+// ROViewCall is one entry of ROViewTable.
+type ROViewCall struct {
+	Op      ROViewOp
+	Syscall ROViewSyscall
+}
+
+// ROViewTable is the system call table of this architecture, by number
+// (roview_syscalls): which operation each call is and which of its
+// arguments name the file. A refusal of a call not listed is reported
+// without a path.
+func ROViewTable() map[int]ROViewCall {
+	out := make(map[int]ROViewCall, len(roviewCalls))
+	for nr, c := range roviewCalls {
+		out[nr] = ROViewCall{Op: c.op, Syscall: ROViewSyscall{Op: uint8(c.op), Path: c.path, Dirfd: c.dirfd,
+			Path2: c.path2, Dirfd2: c.dirfd2, Fd: c.fd}}
+	}
+	return out
+}
