@@ -46,21 +46,30 @@ func (o ROViewOp) String() string {
 // roviewCall describes one system call: its operation and the 1-based
 // positions of its arguments (0: none).
 type roviewCall struct {
+	name                           string
 	op                             ROViewOp
 	path, dirfd, path2, dirfd2, fd uint8
 }
 
 // The shapes the system calls share.
 var (
-	atPath     = func(op ROViewOp) roviewCall { return roviewCall{op: op, dirfd: 1, path: 2} } // openat, mkdirat, fchmodat, ...
-	plainPath  = func(op ROViewOp) roviewCall { return roviewCall{op: op, path: 1} }           // open, mkdir, chmod, ...
-	fdOnly     = func(op ROViewOp) roviewCall { return roviewCall{op: op, fd: 1} }             // fchmod, fchown, ...
-	twoPaths   = func(op ROViewOp) roviewCall { return roviewCall{op: op, path: 1, path2: 2} } // rename, link
-	twoAtPaths = func(op ROViewOp) roviewCall { return roviewCall{op: op, dirfd: 1, path: 2, dirfd2: 3, path2: 4} }
+	// openat, mkdirat, fchmodat, ...
+	atPath = func(name string, op ROViewOp) roviewCall { return roviewCall{name: name, op: op, dirfd: 1, path: 2} }
+	// open, mkdir, chmod, ...
+	plainPath = func(name string, op ROViewOp) roviewCall { return roviewCall{name: name, op: op, path: 1} }
+	// fchmod, fchown, ...
+	fdOnly = func(name string, op ROViewOp) roviewCall { return roviewCall{name: name, op: op, fd: 1} }
+	// rename
+	twoPaths = func(name string, op ROViewOp) roviewCall { return roviewCall{name: name, op: op, path: 1, path2: 2} }
+	// renameat, renameat2
+	twoAtPaths = func(name string, op ROViewOp) roviewCall {
+		return roviewCall{name: name, op: op, dirfd: 1, path: 2, dirfd2: 3, path2: 4}
+	}
 )
 
 // ROViewCall is one entry of ROViewTable.
 type ROViewCall struct {
+	Name    string // the system call's name (openat)
 	Op      ROViewOp
 	Syscall ROViewSyscall
 }
@@ -72,7 +81,7 @@ type ROViewCall struct {
 func ROViewTable() map[int]ROViewCall {
 	out := make(map[int]ROViewCall, len(roviewCalls))
 	for nr, c := range roviewCalls {
-		out[nr] = ROViewCall{Op: c.op, Syscall: ROViewSyscall{Op: uint8(c.op), Path: c.path, Dirfd: c.dirfd,
+		out[nr] = ROViewCall{Name: c.name, Op: c.op, Syscall: ROViewSyscall{Op: uint8(c.op), Path: c.path, Dirfd: c.dirfd,
 			Path2: c.path2, Dirfd2: c.dirfd2, Fd: c.fd}}
 	}
 	return out

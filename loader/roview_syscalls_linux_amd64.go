@@ -10,23 +10,23 @@ import (
 var roviewCalls = func() map[int]roviewCall {
 	m := maps.Clone(roviewAtCalls)
 	maps.Copy(m, map[int]roviewCall{
-		unix.SYS_OPEN:   plainPath(ROViewOpOpen),
-		unix.SYS_CREAT:  plainPath(ROViewOpOpen),
-		unix.SYS_MKDIR:  plainPath(ROViewOpMkdir),
-		unix.SYS_MKNOD:  plainPath(ROViewOpMknod),
-		unix.SYS_UNLINK: plainPath(ROViewOpUnlink),
-		unix.SYS_RMDIR:  plainPath(ROViewOpRmdir),
-		unix.SYS_RENAME: twoPaths(ROViewOpRename),
+		unix.SYS_OPEN:   plainPath("open", ROViewOpOpen),
+		unix.SYS_CREAT:  plainPath("creat", ROViewOpOpen),
+		unix.SYS_MKDIR:  plainPath("mkdir", ROViewOpMkdir),
+		unix.SYS_MKNOD:  plainPath("mknod", ROViewOpMknod),
+		unix.SYS_UNLINK: plainPath("unlink", ROViewOpUnlink),
+		unix.SYS_RMDIR:  plainPath("rmdir", ROViewOpRmdir),
+		unix.SYS_RENAME: twoPaths("rename", ROViewOpRename),
 		// link(old, new) and symlink(target, linkpath): the name created
 		// is the second.
-		unix.SYS_LINK:      {op: ROViewOpLink, path: 2, path2: 1},
-		unix.SYS_SYMLINK:   {op: ROViewOpSymlink, path: 2, path2: 1},
-		unix.SYS_CHMOD:     plainPath(ROViewOpChmod),
-		unix.SYS_CHOWN:     plainPath(ROViewOpChown),
-		unix.SYS_LCHOWN:    plainPath(ROViewOpChown),
-		unix.SYS_UTIME:     plainPath(ROViewOpUtimes),
-		unix.SYS_UTIMES:    plainPath(ROViewOpUtimes),
-		unix.SYS_FUTIMESAT: atPath(ROViewOpUtimes),
+		unix.SYS_LINK:      {name: "link", op: ROViewOpLink, path: 2, path2: 1},
+		unix.SYS_SYMLINK:   {name: "symlink", op: ROViewOpSymlink, path: 2, path2: 1},
+		unix.SYS_CHMOD:     plainPath("chmod", ROViewOpChmod),
+		unix.SYS_CHOWN:     plainPath("chown", ROViewOpChown),
+		unix.SYS_LCHOWN:    plainPath("lchown", ROViewOpChown),
+		unix.SYS_UTIME:     plainPath("utime", ROViewOpUtimes),
+		unix.SYS_UTIMES:    plainPath("utimes", ROViewOpUtimes),
+		unix.SYS_FUTIMESAT: atPath("futimesat", ROViewOpUtimes),
 	})
 	return m
 }()
