@@ -128,3 +128,60 @@ exit 0`
 		}
 	}
 }
+
+// BenchmarkROViewSysExit measures what the attached program costs every
+// system call of the machine: getppid(2) (no vDSO, no work) with the
+// program detached, attached (the call returns 0: the program's first
+// compare turns it away), and attached with an EROFS of a process that is
+// in no session (the compare passes, the session lookup turns it away).
+// The difference between the first two includes the kernel's own cost of
+// an enabled sys_exit tracepoint (the syscall slow path on every task).
+func BenchmarkROViewSysExit(b *testing.B) {
+	testutil.RequireRoot(b)
+	events, err := NewEventMaps(1 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer events.Close()
+	var objs ROViewObjects
+	if err := LoadROView(&objs, events); err != nil {
+		b.Fatal(err)
+	}
+	defer objs.Close()
+	getppid := func(b *testing.B) {
+		for b.Loop() {
+			unix.Getppid()
+		}
+	}
+	// EROFS without a session: fchmod of a directory on a read-only
+	// mount, from this process, which is in no session.
+	erofs := func(b *testing.B) {
+		dir := b.TempDir()
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			b.Skipf("SKIPPED, NOT MEASURED: bind mount: %v", err)
+		}
+		defer unix.Unmount(dir, unix.MNT_DETACH)
+		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			b.Skipf("SKIPPED, NOT MEASURED: read-only remount: %v", err)
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(fd)
+		for b.Loop() {
+			if err := unix.Fchmod(fd, 0o700); err != unix.EROFS {
+				b.Fatalf("fchmod on a read-only mount: %v, want EROFS", err)
+			}
+		}
+	}
+	b.Run("getppid/detached", getppid)
+	b.Run("erofs/detached", erofs)
+	l, err := AttachROView(&objs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.Run("getppid/attached", getppid)
+	b.Run("erofs/attached-no-session", erofs)
+}

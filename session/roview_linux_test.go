@@ -103,3 +103,34 @@ func TestRunAuditsReadOnlyView(t *testing.T) {
 		t.Errorf("%d read-only-view records, want %d; log:\n%s", total, len(tests), b)
 	}
 }
+
+// TestRunWithoutReadOnlyViewAudit: where the tracer cannot be built (a
+// kernel without raw tracepoints; forced here) the session still runs and
+// the view still refuses (enforcement is the mount view's), the session is
+// told loudly that EROFS refusals are not audited, and none is recorded.
+func TestRunWithoutReadOnlyViewAudit(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	e := newEnv(t)
+	victim := filepath.Join(e.outside, "victim.txt")
+	r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=read-only-view-audit"}, "run", "--", "sh", "-c", `"$FSOP" chmod `+victim)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "EROFS" {
+		t.Fatalf("exit %d, stdout %q (want EROFS), stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() == 0o777 {
+		t.Errorf("%s after the session: %v, %v", victim, fi, err)
+	}
+	if !strings.Contains(r.stderr, "EROFS refusals are not audited") {
+		t.Errorf("no warning that EROFS refusals are not audited; stderr %q", r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(e.base, "audit.jsonl"))
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	if strings.Contains(string(b), `"layer":"read-only-view"`) {
+		t.Errorf("a read-only-view record without the tracer:\n%s", b)
+	}
+	if !strings.Contains(string(b), `"kind":"session_stop"`) {
+		t.Errorf("the session did not end normally; log:\n%s", b)
+	}
+}
