@@ -25,6 +25,9 @@
  * process exited still names the file. The command line comes from the
  * caller's memory for the same reason.
  *
+ * A call that only asks (access(2) for W_OK answers EROFS there) is
+ * listed as ROVIEW_OP_QUERY and not reported: it is no refusal.
+ *
  * Hooks (each reports, none refuses):
  *   raw_tracepoint/sys_exit  every system call's return: -EROFS of a
  *                            session task -> roview_event
@@ -44,6 +47,13 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 #define ROVIEW_ARGS_LEN 256
 /* Bound of the syscall table (every architecture's numbers are below). */
 #define ROVIEW_SYSCALLS 1024
+
+/*
+ * roview_syscall.op of a call that asks a question rather than changes
+ * anything (access(2) with W_OK answers EROFS on a read-only mount): not a
+ * refusal, not reported.
+ */
+#define ROVIEW_OP_QUERY 255
 
 /* roview_event.flags */
 #define ROVIEW_DIR_SET (1U << 0)       /* dir holds the directory of path (or fd's file) */
@@ -294,6 +304,10 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 
 	void *regs = (void *)ctx->args[0];
+	__u32 nr = syscall_nr(regs);
+	struct roview_syscall *sc = nr < ROVIEW_SYSCALLS ? bpf_map_lookup_elem(&roview_syscalls, &nr) : NULL;
+	if (sc && sc->op == ROVIEW_OP_QUERY)
+		return 0;
 	struct roview_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_ROVIEW, sizeof(*e));
 	if (!e)
 		return 0;
@@ -305,7 +319,7 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	e->tid = (__u32)pid_tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->ppid = BPF_CORE_READ((struct task_struct *)task, real_parent, tgid);
-	e->nr = syscall_nr(regs);
+	e->nr = nr;
 	e->dirfd = AT_FDCWD;
 	e->dirfd2 = AT_FDCWD;
 	e->fd = -1;
@@ -324,8 +338,6 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			e->args_len = len;
 	}
 
-	__u32 nr = e->nr;
-	struct roview_syscall *sc = nr < ROVIEW_SYSCALLS ? bpf_map_lookup_elem(&roview_syscalls, &nr) : NULL;
 	if (!sc || !sc->op) {
 		oxs_event_submit(e);
 		return 0;

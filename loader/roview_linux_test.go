@@ -28,8 +28,9 @@ func TestVerifierBudgetROView(t *testing.T) {
 // TestROViewReportsEROFS: a shell in a test cgroup, in a mount namespace
 // of its own with a read-only bind mount, fails a chmod (absolute path), a
 // create (relative to its working directory) and an fchmod-like touch -d
-// with EROFS; each is one event naming the file, and a process outside
-// the cgroup failing the same way is not reported.
+// with EROFS; each is one event naming the file. A process outside the
+// cgroup failing the same way is not reported, nor is the question
+// access(W_OK) answered with EROFS (test -w).
 func TestROViewReportsEROFS(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, tool := range []string{"unshare", "mount", "sh", "chmod", "touch"} {
@@ -71,6 +72,7 @@ func TestROViewReportsEROFS(t *testing.T) {
 chmod 777 "$1/victim" 2>/dev/null && exit 10
 (: > new) 2>/dev/null && exit 11
 touch -d 2001-01-01 victim 2>/dev/null && exit 12
+[ -w victim ] && exit 13
 exit 0`
 	// Outside the cgroup first: nothing may be reported for it.
 	if out, err := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", sub).CombinedOutput(); err != nil {

@@ -27,6 +27,10 @@ const (
 	ROViewOpTruncate
 	ROViewOpSetxattr
 	ROViewOpRemovexattr
+	// ROViewOpQuery is a call that only asks (access(2) with W_OK): its
+	// EROFS is an answer, not a refusal, and the program reports nothing
+	// (ROVIEW_OP_QUERY in bpf/roview.c).
+	ROViewOpQuery ROViewOp = 255
 )
 
 var roviewOpNames = [...]string{
@@ -37,6 +41,9 @@ var roviewOpNames = [...]string{
 }
 
 func (o ROViewOp) String() string {
+	if o == ROViewOpQuery {
+		return "query"
+	}
 	if int(o) < len(roviewOpNames) {
 		return roviewOpNames[o]
 	}

@@ -32,5 +32,7 @@ var roviewAtCalls = map[int]roviewCall{
 	unix.SYS_FCHOWN:        fdOnly("fchown", ROViewOpChown),
 	unix.SYS_FTRUNCATE:     fdOnly("ftruncate", ROViewOpTruncate),
 	unix.SYS_FSETXATTR:     fdOnly("fsetxattr", ROViewOpSetxattr),
+	unix.SYS_FACCESSAT:     atPath("faccessat", ROViewOpQuery),
+	unix.SYS_FACCESSAT2:    atPath("faccessat2", ROViewOpQuery),
 	unix.SYS_FREMOVEXATTR:  fdOnly("fremovexattr", ROViewOpRemovexattr),
 }

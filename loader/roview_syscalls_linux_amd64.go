@@ -21,6 +21,7 @@ var roviewCalls = func() map[int]roviewCall {
 		// is the second.
 		unix.SYS_LINK:      {name: "link", op: ROViewOpLink, path: 2, path2: 1},
 		unix.SYS_SYMLINK:   {name: "symlink", op: ROViewOpSymlink, path: 2, path2: 1},
+		unix.SYS_ACCESS:    plainPath("access", ROViewOpQuery),
 		unix.SYS_CHMOD:     plainPath("chmod", ROViewOpChmod),
 		unix.SYS_CHOWN:     plainPath("chown", ROViewOpChown),
 		unix.SYS_LCHOWN:    plainPath("lchown", ROViewOpChown),
