@@ -36,9 +36,9 @@ const (
 	// LayerCgroupNet is the network layer: the connect/sendmsg BPF programs
 	// attached to the session's cgroup. (session.LayerCgroup is the cgroup
 	// itself.)
-	LayerCgroupNet  Layer = "cgroup"
-	LayerLandlock   Layer = "landlock"
-	LayerSeccomp    Layer = "seccomp"
+	LayerCgroupNet Layer = "cgroup"
+	LayerLandlock  Layer = "landlock"
+	LayerSeccomp   Layer = "seccomp"
 	// LayerQuarantine moved a protected entry the session created out of
 	// its writable roots (the Landlock path, package quarantine).
 	LayerQuarantine Layer = "quarantine"
@@ -47,10 +47,10 @@ const (
 	// LSM was asked, and a tracer of the session's system calls reported
 	// it (bpf/roview.c).
 	LayerReadOnlyView Layer = "read-only-view"
-	LayerResolver   Layer = "resolver"
-	LayerSeatbelt   Layer = "seatbelt"
-	LayerJob        Layer = "job"
-	LayerSupervisor Layer = "supervisor"
+	LayerResolver     Layer = "resolver"
+	LayerSeatbelt     Layer = "seatbelt"
+	LayerJob          Layer = "job"
+	LayerSupervisor   Layer = "supervisor"
 )
 
 // Class narrows a denial down to what was protected (oxsupervise.class).
