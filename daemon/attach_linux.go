@@ -95,16 +95,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		writeError(w, err)
 		return
 	}
-	plan, layers, err := s.enf.forAttach(c)
-	if err != nil {
-		writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", err))
-		return
-	}
-	e, err := session.Attach(r.Context(), session.AttachOptions{
+	e, _, err := s.enf.host.Attach(r.Context(), session.AttachOptions{
 		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: layers, Plan: plan,
-	})
+	}, s.enf.record)
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {

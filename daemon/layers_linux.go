@@ -161,11 +161,16 @@ type teardown struct {
 	fn   func(context.Context) error
 }
 
+// record wraps l so that its teardown is recorded for release.
+func (e *enforcement) record(l session.SessionLayer) session.SessionLayer {
+	return recording{SessionLayer: l, e: e}
+}
+
 // forAttach is forSession with every layer recorded for release.
 func (e *enforcement) forAttach(c *policy.Compiled) (*planner.Plan, []session.SessionLayer, error) {
 	plan, ls, err := e.forSession(planner.Attach, c)
 	for i, l := range ls {
-		ls[i] = recording{SessionLayer: l, e: e}
+		ls[i] = e.record(l)
 	}
 	return plan, ls, err
 }
@@ -335,11 +340,11 @@ type pinSpec struct {
 }
 
 func fsPins() pinSpec {
-	return pinSpec{layer: session.LayerBPFLSM, set: "fs", sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
+	return pinSpec{layer: session.LayerBPFLSM, set: host.SetName(session.LayerBPFLSM), sessionsMap: "fs_sessions", source: loader.SourceFS, audit: audit.LayerBPFLSM}
 }
 
 func netPins() pinSpec {
-	return pinSpec{layer: session.LayerNetwork, set: "net", sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroupNet}
+	return pinSpec{layer: session.LayerNetwork, set: host.SetName(session.LayerNetwork), sessionsMap: "net_sessions", source: loader.SourceNet, audit: audit.LayerCgroupNet}
 }
 
 // pinnedSet is one layer's objects pinned by this daemon (gen) and the
@@ -364,13 +369,3 @@ func (e *enforcement) pinnedSet(layer string) *pinnedSet {
 
 // removeSetDir removes the set's directory if no generation is left.
 func (p *pinnedSet) removeSetDir() { os.Remove(p.set.Dir) }
-
-// boundaryLayer names the layer of a *session.BoundaryError ("" if err is
-// none).
-func boundaryLayer(err error) string {
-	var be *session.BoundaryError
-	if errors.As(err, &be) {
-		return be.Layer
-	}
-	return ""
-}

@@ -5,12 +5,10 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -37,14 +35,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	}
 	s.work.Add(1)
 	defer s.work.Done()
-	plan, layers, planErr := s.enf.forSession(planner.Run, c)
 	es := newEventStream(w)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
-	if planErr != nil {
-		es.send(Event{Event: "error", Code: 125, Layer: boundaryLayer(planErr), Message: fmt.Sprintf("boundary not built: %v; nothing ran", planErr)})
-		return
-	}
 
 	var mu sync.Mutex
 	var id string
@@ -75,13 +68,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 			}
 		}
 	}()
-	code, err := session.Run(r.Context(), session.RunOptions{
+	code, err := s.enf.host.Run(r.Context(), session.RunOptions{
 		Policy: c, Argv: req.Argv, Env: session.UserEnv(req.Env, &session.EnvUser{Home: u.HomeDir, Name: u.Username}), Dir: req.Dir,
 		UID: cred.UID, GID: cred.GID, Groups: cred.Groups,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		Layers: layers, Plan: plan, OnStart: onStart,
+		OnStart: onStart,
 	})
 	close(finished)
 	mu.Lock()

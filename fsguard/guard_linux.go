@@ -52,6 +52,11 @@ func Load(events *loader.EventMaps) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newGuard(progs)
+}
+
+// newGuard is a Guard of progs, which it closes on error.
+func newGuard(progs *loader.FSPrograms) (*Guard, error) {
 	anchors, err := loader.LoadAnchorResolver()
 	if err != nil {
 		progs.Close()

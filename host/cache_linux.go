@@ -28,6 +28,7 @@ var ErrPinsBusy = errors.New("the pinned programs are in use by another supervis
 //
 //	run/<objects version>-ring<bytes>/events/maps/<map>    the shared event maps
 //	run/<objects version>-ring<bytes>/net-<parent cgroup id>/{links,maps}/<name>
+//	run/<objects version>-ring<bytes>/fs/{links,maps}/<name>
 //
 // The objects version is a digest of the BPF objects the binary embeds
 // (loader.ObjectsVersion): another binary's pins are never reused. One
@@ -105,7 +106,8 @@ func (c *Cache) prune(keep string) {
 			continue
 		}
 		if !c.confinesLiveSession(dir) {
-			removeAll(dir)
+			removeSets(dir)
+			os.Remove(dir)
 		}
 		f.Close()
 	}
@@ -151,13 +153,13 @@ func (c *Cache) liveSessions() (map[uint64]bool, error) {
 	return live, nil
 }
 
-// removeAll unpins every set below dir and removes it.
-func removeAll(dir string) {
+// removeSets unpins every set below dir. The directory itself stays: it
+// is the lease its holder's lock is on.
+func removeSets(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		loader.RemovePinned(filepath.Join(dir, e.Name()))
 	}
-	os.Remove(dir)
 }
 
 func (c *Cache) setDir(layer string, parent uint64) string {
@@ -172,13 +174,13 @@ func (c *Cache) setDir(layer string, parent uint64) string {
 func (c *Cache) Events() (*loader.EventMaps, error) {
 	dir := filepath.Join(c.dir, "events")
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		removeAll(c.dir)
-		return nil, os.MkdirAll(c.dir, 0o700)
+		removeSets(c.dir)
+		return nil, nil
 	}
 	m, err := loader.OpenPinnedEventMaps(dir)
 	if err != nil {
-		removeAll(c.dir)
-		return nil, errors.Join(fmt.Errorf("pinned event maps not reused: %w", err), os.MkdirAll(c.dir, 0o700))
+		removeSets(c.dir)
+		return nil, fmt.Errorf("pinned event maps not reused: %w", err)
 	}
 	return m, nil
 }
@@ -188,12 +190,8 @@ func (c *Cache) PinEvents(events *loader.EventMaps) error {
 	return loader.PinAt(filepath.Join(c.dir, "events"), loader.Objects{Maps: events.Named()})
 }
 
-// Reusable implements Pinning. Only the network programs are reopened
-// so far; the BPF-LSM programs are loaded by every run.
+// Reusable implements Pinning.
 func (c *Cache) Reusable(layer string, parent uint64) string {
-	if layer != planner.LayerNetwork {
-		return ""
-	}
 	dir := c.setDir(layer, parent)
 	if _, err := os.Stat(dir); err != nil {
 		return ""
@@ -208,9 +206,6 @@ func (c *Cache) Discard(layer string, parent uint64) error {
 
 // Pin implements Pinning.
 func (c *Cache) Pin(layer string, parent uint64, objs loader.Objects) (Pinned, error) {
-	if layer != planner.LayerNetwork {
-		return Pinned{}, fmt.Errorf("the %s layer is not kept between runs", layer)
-	}
 	dir := c.setDir(layer, parent)
 	if err := loader.PinAt(dir, objs); err != nil {
 		return Pinned{}, err

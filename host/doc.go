@@ -22,6 +22,8 @@
 //	/sys/fs/bpf/oxsupervise/fs/gen-N/maps/<map>        fs_sessions, fs_anchors, oxs_events, ...
 //	/sys/fs/bpf/oxsupervise/net/gen-N/links/<program>  cgroup connect/sendmsg/...
 //	/sys/fs/bpf/oxsupervise/net/gen-N/maps/<map>       net_sessions, net_allow, oxs_events, ...
+//	/sys/fs/bpf/oxsupervise/run/<version>-ring<bytes>/events/maps/<map>          standalone (Cache)
+//	/sys/fs/bpf/oxsupervise/run/<version>-ring<bytes>/net-<parent id>/{links,maps}/<name>
 //
 // A pinned link stays attached with no process holding it, so sessions
 // stay confined through a crash, kill -9 or upgrade of their owner.
@@ -31,4 +33,19 @@
 // new owner applies the surviving sessions' rules again and then retires
 // the older generations (see package daemon, retirePinned). Two
 // generations attached at once only add refusals.
+//
+// Cache (the standalone CLI's Pinning) is the other way round: it exists
+// to be reopened. The programs a `run` loaded stay pinned, attached and
+// idle, when it exits, and the next standalone run or attach opens them
+// from their pins (no load, no verifier) under an exclusive lease on the
+// directory: the pinned programs report into one ring buffer, whose
+// reader must supervise every session in their maps, so a second
+// concurrent supervisor loads its own. The directory is named after a
+// digest of the BPF objects the binary embeds (loader.ObjectsVersion), so
+// a binary with other programs or map layouts never reuses them; it
+// removes other versions' directories once they confine no live session.
+// The daemon's generations and the standalone cache are separate: the
+// daemon's pinned ring belongs to its reader (and, after a crash, to the
+// next daemon's count of unaudited refusals), and while a daemon runs an
+// unprivileged `run` goes through it anyway.
 package host

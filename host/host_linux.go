@@ -158,7 +158,19 @@ func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
 	if err != nil {
 		return &planner.NotLoaded{Err: err}
 	}
-	l, err := session.NewFSLayer(session.FSConfig{Events: r, Warn: opts.Warn})
+	cfg := session.FSConfig{Events: r, Warn: opts.Warn}
+	if h.reuse(planner.LayerBPFLSM, 0, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewFSLayer(reuse)
+		if err == nil {
+			h.fs = l
+		}
+		return err
+	}) {
+		return nil
+	}
+	l, err := session.NewFSLayer(cfg)
 	if err != nil {
 		return &planner.NotLoaded{Err: fmt.Errorf("the filesystem programs did not load: %w", err)}
 	}
@@ -191,24 +203,16 @@ func (h *Host) buildNet(opts Options, ring func() (*bpfring.Ring, error)) error 
 	if err != nil {
 		return err
 	}
-	if h.pinErr == nil && h.ringReused {
-		if dir := h.pinning.Reusable(planner.LayerNetwork, parentID); dir != "" {
-			reuse := cfg
-			reuse.Pinned = dir
-			l, err := session.NewNetworkLayer(reuse)
-			if err == nil {
-				h.net = l
-				h.pins[planner.LayerNetwork] = Pinned{Layer: planner.LayerNetwork, Reused: true,
-					Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}
-				return nil
-			}
-			// Loaded afresh below, and pinned in their place.
-			h.pinFailed[planner.LayerNetwork] = fmt.Errorf("pinned network programs not reused: %w", err)
-			if err := h.pinning.Discard(planner.LayerNetwork, parentID); err != nil {
-				h.pinFailed[planner.LayerNetwork] = err
-				h.pinErr = err
-			}
+	if h.reuse(planner.LayerNetwork, parentID, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewNetworkLayer(reuse)
+		if err == nil {
+			h.net = l
 		}
+		return err
+	}) {
+		return nil
 	}
 	l, err := session.NewNetworkLayer(cfg)
 	if err != nil {
@@ -235,6 +239,30 @@ func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) err
 	}
 	h.roview = l
 	return nil
+}
+
+// reuse opens layer from its pins with open when the host's Pinning has
+// them (and the ring they report through was reopened too), and reports
+// whether it did. Pins that do not open are discarded, for the layer to
+// be loaded afresh and pinned in their place.
+func (h *Host) reuse(layer string, parent uint64, open func(dir string) error) bool {
+	if h.pinErr != nil || !h.ringReused {
+		return false
+	}
+	dir := h.pinning.Reusable(layer, parent)
+	if dir == "" {
+		return false
+	}
+	if err := open(dir); err != nil {
+		h.pinFailed[layer] = fmt.Errorf("pinned %s programs not reused: %w", layer, err)
+		if err := h.pinning.Discard(layer, parent); err != nil {
+			h.pinFailed[layer] = err
+			h.pinErr = err
+		}
+		return false
+	}
+	h.pins[layer] = Pinned{Layer: layer, Reused: true, Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}
+	return true
 }
 
 // cgroupID is the id of the cgroup at dir (its inode number).

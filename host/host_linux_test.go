@@ -103,3 +103,36 @@ func TestHostPinsItsNetworkLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// One supervisor at a time holds a Cache: the pinned programs report into
+// one ring buffer, whose reader must be the supervisor of every session in
+// their maps. A second one is told the pins are busy (and loads its own);
+// once the first releases them, the next one holds them.
+func TestCacheLease(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp(loader.BPFFSMount, "oxs-lease-test-")
+	if err != nil {
+		testutil.SkipUnlessVM(t, "no bpffs at %s: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	first, second := &host.Cache{Dir: dir}, &host.Cache{Dir: dir}
+	if err := first.Prepare(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Prepare(0); !errors.Is(err, host.ErrPinsBusy) {
+		t.Fatalf("second supervisor while the first holds the pins: %v, want ErrPinsBusy", err)
+	}
+	// Another ring size is another directory, with a lease of its own.
+	other := &host.Cache{Dir: dir}
+	if err := other.Prepare(1 << 16); err != nil {
+		t.Fatalf("a cache of another ring size: %v", err)
+	}
+	other.Release()
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Prepare(0); err != nil {
+		t.Fatalf("after the first released the pins: %v", err)
+	}
+	second.Release()
+}

@@ -47,6 +47,10 @@ type FSPrograms struct {
 	links []link.Link
 	// linkNames are the links' programs, in order.
 	linkNames []string
+	// pinnedMaps are the maps of programs opened from their pins
+	// (LoadPinnedFS), by their pin names; such programs have no
+	// collections.
+	pinnedMaps map[string]*ebpf.Map
 }
 
 // lsmObjects are the BPF-LSM objects, in load order. The first creates
@@ -248,5 +252,9 @@ func (p *FSPrograms) Close() error {
 		c.Close()
 	}
 	p.colls = nil
+	for _, m := range p.pinnedMaps {
+		m.Close()
+	}
+	p.pinnedMaps = nil
 	return errors.Join(errs...)
 }

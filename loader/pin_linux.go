@@ -23,9 +23,7 @@ package loader
 // does, a cgroup hook when any program in the chain does.
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -349,6 +347,9 @@ func TaggedMaps(v any) map[string]*ebpf.Map {
 // maps, the shared event maps included, for pinning.
 func (p *FSPrograms) Objects() Objects {
 	objs := Objects{Links: map[string]link.Link{}, Maps: map[string]*ebpf.Map{}}
+	for name, m := range p.pinnedMaps {
+		objs.Maps[name] = m
+	}
 	for i, coll := range p.colls {
 		for name, m := range coll.Maps {
 			switch {
@@ -375,180 +376,26 @@ func (m *EventMaps) Named() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{eventRingMap: m.Ring, eventLostMap: m.Lost, eventFloodMap: m.Flood}
 }
 
-// ObjectsVersion names the BPF objects this binary embeds: a digest of the
-// filesystem and network objects (programs and map layouts alike). Pins a
-// binary reopens live below a directory of this name, so a binary with
-// other objects never reuses them.
-func ObjectsVersion() string {
-	h := sha256.New()
-	for _, b := range [][]byte{_FsBytes, _NetBytes} {
-		binary.Write(h, binary.LittleEndian, uint64(len(b)))
-		h.Write(b)
-	}
-	return "v1-" + hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// PinAt pins objs below dir, as dir/links/<name> and dir/maps/<name>.
-// On error nothing stays pinned there.
-func PinAt(dir string, objs Objects) error {
-	g := Generation{Dir: dir}
-	if _, err := os.Lstat(dir); err == nil {
-		return fmt.Errorf("pin directory %s: already holds pins", dir)
-	}
-	for _, sub := range []string{"links", "maps"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
-			return fmt.Errorf("pin directory %s: %w", dir, err)
-		}
-	}
-	if err := g.pin(objs); err != nil {
-		return errors.Join(err, g.Remove())
-	}
-	return nil
-}
-
-// RemovePinned unpins what PinAt pinned at dir.
-func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
-
-// OpenPinnedEventMaps opens the shared event maps PinAt pinned at dir (as
-// part of a layer's objects), checking each against this binary's
-// declaration of it.
-func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := loadNet()
-	if err != nil {
-		return nil, fmt.Errorf("load event map specs: %w", err)
-	}
-	maps, err := openPinnedMaps(dir, spec, []string{eventRingMap, eventLostMap, eventFloodMap})
+// ProgramIDs returns the kernel ids of the programs g's pinned links
+// hold, sorted: which programs a pinned set keeps attached.
+func (g Generation) ProgramIDs() ([]ebpf.ProgramID, error) {
+	names, err := g.Links()
 	if err != nil {
 		return nil, err
 	}
-	return &EventMaps{Ring: maps[eventRingMap], Lost: maps[eventLostMap], Flood: maps[eventFloodMap]}, nil
-}
-
-// openPinnedMaps opens dir/maps/<name> for each name, each checked
-// against spec's map of that name (the ring buffer's size is the one
-// property a pin chooses).
-func openPinnedMaps(dir string, spec *ebpf.CollectionSpec, names []string) (map[string]*ebpf.Map, error) {
-	out := map[string]*ebpf.Map{}
-	fail := func(err error) (map[string]*ebpf.Map, error) {
-		for _, m := range out {
-			m.Close()
-		}
-		return nil, err
-	}
+	var ids []ebpf.ProgramID
 	for _, name := range names {
-		ms, ok := spec.Maps[name]
-		if !ok {
-			return fail(fmt.Errorf("map %s is not in this binary's object", name))
-		}
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "maps", name), nil)
+		l, err := link.LoadPinnedLink(filepath.Join(g.Dir, "links", name), nil)
 		if err != nil {
-			return fail(fmt.Errorf("open pinned map %s: %w", name, err))
+			return nil, fmt.Errorf("open pinned link %s: %w", name, err)
 		}
-		out[name] = m
-		if name == eventRingMap {
-			ms = ms.Copy()
-			ms.MaxEntries = m.MaxEntries()
-		}
-		if err := ms.Compatible(m); err != nil {
-			return fail(fmt.Errorf("pinned map %s of %s: %w", name, dir, err))
-		}
-	}
-	return out, nil
-}
-
-// LoadPinnedNetPrograms opens the network objects PinAt pinned at dir
-// instead of loading and attaching them again: every map into objs (its
-// programs stay nil: the pinned links hold them attached), and the
-// pinned links with their names. events must be the event maps the
-// pinned programs report through.
-func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]link.Link, []string, error) {
-	spec, err := loadNet()
-	if err != nil {
-		return nil, nil, fmt.Errorf("load network program spec: %w", err)
-	}
-	fields := map[string]reflect.Value{}
-	rv := reflect.ValueOf(&objs.netMaps).Elem()
-	var names []string
-	for i := 0; i < rv.NumField(); i++ {
-		if tag := rv.Type().Field(i).Tag.Get("ebpf"); tag != "" {
-			fields[tag] = rv.Field(i)
-			names = append(names, tag)
-		}
-	}
-	maps, err := openPinnedMaps(dir, spec, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	same, err := sameMaps(events.Named(), maps)
-	if err == nil && !same {
-		err = errors.New("its programs report through other event maps")
-	}
-	if err != nil {
-		for _, m := range maps {
-			m.Close()
-		}
-		return nil, nil, fmt.Errorf("pinned network objects %s: %w", dir, err)
-	}
-	for name, m := range maps {
-		fields[name].Set(reflect.ValueOf(m))
-	}
-	links, linkNames, err := loadPinnedLinks(dir, len(spec.Programs))
-	if err != nil {
-		objs.netMaps.Close()
-		objs.netMaps = netMaps{}
-		return nil, nil, err
-	}
-	return links, linkNames, nil
-}
-
-// sameMaps reports whether every map in want is, by kernel id, the map of
-// that name in got.
-func sameMaps(want, got map[string]*ebpf.Map) (bool, error) {
-	for name, w := range want {
-		g, ok := got[name]
-		if !ok {
-			return false, nil
-		}
-		wi, err := w.Info()
+		info, err := l.Info()
+		l.Close()
 		if err != nil {
-			return false, err
+			return nil, fmt.Errorf("pinned link %s: %w", name, err)
 		}
-		gi, err := g.Info()
-		if err != nil {
-			return false, err
-		}
-		wid, _ := wi.ID()
-		gid, _ := gi.ID()
-		if wid != gid {
-			return false, nil
-		}
+		ids = append(ids, info.Program)
 	}
-	return true, nil
-}
-
-// loadPinnedLinks opens every link pinned in dir/links, which must hold
-// exactly want of them (one per program: a set left half pinned is not
-// reused).
-func loadPinnedLinks(dir string, want int) ([]link.Link, []string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, "links"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("pinned links of %s: %w", dir, err)
-	}
-	if len(entries) != want {
-		return nil, nil, fmt.Errorf("pinned links of %s: %d, want %d (one per program)", dir, len(entries), want)
-	}
-	var links []link.Link
-	var names []string
-	for _, e := range entries {
-		l, err := link.LoadPinnedLink(filepath.Join(dir, "links", e.Name()), nil)
-		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
-			return nil, nil, fmt.Errorf("open pinned link %s: %w", e.Name(), err)
-		}
-		links = append(links, l)
-		names = append(names, e.Name())
-	}
-	return links, names, nil
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
 }

@@ -28,6 +28,10 @@ type FSConfig struct {
 	// Flood tunes the per-session flood control, in the kernel and in
 	// front of the audit sink.
 	Flood audit.FloodOptions
+	// Pinned, when set, is where the programs are pinned already,
+	// reporting through Events (package host): they are opened from
+	// there instead of loaded again.
+	Pinned string
 }
 
 // FSLayer is the SessionLayer LayerBPFLSM: BPF-LSM filesystem and
@@ -55,7 +59,11 @@ func NewFSLayer(cfg FSConfig) (*FSLayer, error) {
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
-	g, err := fsguard.Load(l.ev.ring.Maps())
+	load := fsguard.Load
+	if cfg.Pinned != "" {
+		load = func(events *loader.EventMaps) (*fsguard.Guard, error) { return fsguard.LoadPinned(events, cfg.Pinned) }
+	}
+	g, err := load(l.ev.ring.Maps())
 	if err != nil {
 		l.ev.closeAll(func() error { return nil })
 		return nil, err

@@ -40,7 +40,9 @@ type Plan struct {
 	// session creates (no BPF-LSM refuses them) and moves them out.
 	QuarantineNames bool
 	Layers          []string
-	Warnings        []string
+	// Warnings are binding's own (Landlock's ABI); the planner's are the
+	// planner.Plan's.
+	Warnings []string
 }
 
 // decide returns opts.Plan, or for a caller that gave none the plan of
@@ -61,7 +63,7 @@ func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, unavailab
 // Landlock is the filesystem layer and lp's fallback warning when it is
 // stacked on BPF-LSM.
 func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
-	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, QuarantineNames: lp.QuarantineNames, Warnings: append([]string(nil), lp.Warnings...)}
+	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, QuarantineNames: lp.QuarantineNames}
 	p.Layers = append(p.Layers, LayerCgroup)
 	if lp.Landlock != planner.Absent {
 		rs, warnings, err := landlock.Plan(c, lp.LandlockABI)
@@ -122,6 +124,11 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
+	}
+	// The plan's warnings first: they say why a layer is missing even
+	// when binding the one left then refuses.
+	for _, w := range lp.Warnings {
+		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
 	plan, err := bind(opts.Policy, lp)
 	if err != nil {

@@ -45,39 +45,38 @@ func standalonePins(cfg cgroup.Config) host.Pinning {
 	return &host.Cache{Dir: dir, Cgroup: cfg}
 }
 
-// sessionLayers are the enforcement host of one standalone run or attach
-// and the plan of its session. The CLI keeps the host alive for as long
-// as the session: the daemon differs only in keeping one for all.
-type sessionLayers struct {
-	host *host.Host
-	plan *planner.Plan
-}
-
-// buildLayers opens the host with the BPF layers c would use, and decides
-// c's layers for verb (package planner). A *session.BoundaryError means c
-// needs a layer nothing here provides; nothing is left loaded then.
-func buildLayers(verb planner.Verb, c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) (*sessionLayers, error) {
-	h := host.Open(host.Options{
+// openHost opens the enforcement host of one standalone run or attach
+// with the BPF layers c would use. The CLI keeps it alive for as long as
+// the session: the daemon differs only in keeping one for all of its
+// sessions.
+func openHost(c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) *host.Host {
+	return host.Open(host.Options{
 		Cgroup: cfg, KernelBuffer: int(c.Audit.KernelBuffer), ResolverUpstreamList: os.Getenv(resolverUpstreamEnv),
 		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn,
 	}, planner.Wants(c))
-	plan, err := h.Plan(verb, c, planner.Probe(unavailable))
-	if err != nil {
-		h.Close()
-		return nil, err
-	}
-	return &sessionLayers{host: h, plan: plan}, nil
 }
 
-// list returns the layers for RunOptions.Layers / AttachOptions.Layers.
-func (ls *sessionLayers) list() []session.SessionLayer { return ls.host.Layers(ls.plan) }
-
-// close releases the host. Call it only when no session of its layers
-// has a process left.
-func (ls *sessionLayers) close(warn io.Writer) {
-	if err := ls.host.Close(); err != nil {
+// closeHost releases h. Call it only when no session of its layers has a
+// process left.
+func closeHost(h *host.Host, warn io.Writer) {
+	if err := h.Close(); err != nil {
 		fmt.Fprintf(warn, "oxsupervise: %v\n", err)
 	}
+}
+
+// attachStandalone confines opts.PID on a host of its own and keeps the
+// host alive for as long as the session (holdAttached).
+func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
+	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err)
+	e, plan, err := h.Attach(ctx, opts, nil)
+	code := reportAttach(s, e, err)
+	if e == nil {
+		closeHost(h, s.err)
+		return code
+	}
+	// Attached (recorded or not): the host's layers hold it.
+	holdAttached(ctx, s.err, h, plan, e, cgroup.Config{}, session.Registry{})
+	return code
 }
 
 // holdAttached keeps an attached session's layers alive: they live in this
@@ -85,13 +84,13 @@ func (ls *sessionLayers) close(warn io.Writer) {
 // foreground until the session's last process exits or `oxsupervise stop`
 // removes it. Interrupting it ends the session rather than leaving its
 // processes without the rules they were attached under.
-func (ls *sessionLayers) holdAttached(ctx context.Context, warn io.Writer, e *session.Entry, cfg cgroup.Config, reg session.Registry) {
+func holdAttached(ctx context.Context, warn io.Writer, h *host.Host, plan *planner.Plan, e *session.Entry, cfg cgroup.Config, reg session.Registry) {
 	var names []string
-	for _, l := range ls.list() {
+	for _, l := range h.Layers(plan) {
 		names = append(names, l.Name())
 	}
 	if len(names) == 0 {
-		ls.close(warn)
+		closeHost(h, warn)
 		return
 	}
 	fmt.Fprintf(warn, "oxsupervise attach: session %s: the %s rules live in this process; it stays until the session's processes exit (interrupting it ends the session)\n",
@@ -99,7 +98,7 @@ func (ls *sessionLayers) holdAttached(ctx context.Context, warn io.Writer, e *se
 	g, err := cgroup.OpenSession(cfg, e.ID)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise attach: session %s: %v\n", e.ID, err)
-		ls.close(warn)
+		closeHost(h, warn)
 		return
 	}
 	if waitUnpopulated(ctx, g.Path) {
@@ -112,7 +111,7 @@ func (ls *sessionLayers) holdAttached(ctx context.Context, warn io.Writer, e *se
 			fmt.Fprintf(warn, "oxsupervise attach: session %s: %v\n", e.ID, err)
 		}
 	}
-	ls.close(warn)
+	closeHost(h, warn)
 	if err := g.Remove(kctx); err != nil {
 		fmt.Fprintf(warn, "oxsupervise attach: session %s: %v\n", e.ID, err)
 	}

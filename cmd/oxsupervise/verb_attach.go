@@ -9,9 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
-	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -70,21 +68,16 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		return exitUsage
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	layers, err := buildLayers(planner.Attach, c, cgroup.Config{}, unavailable, s.err)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise attach: boundary not built: %v; nothing was moved\n", err)
-		return exitNoBoundary
-	}
-	e, err := session.Attach(ctx, session.AttachOptions{
+	return attachStandalone(ctx, s, session.AttachOptions{
 		PID: *pid, Policy: c, CallerUID: caller, AllowOtherUser: *allowOther,
 		Warn:        s.err,
 		Unavailable: unavailable,
-		Layers:      layers.list(),
-		Plan:        layers.plan,
 	})
-	if err != nil && e == nil {
-		layers.close(s.err)
-	}
+}
+
+// reportAttach prints the outcome of a standalone attach and returns its
+// exit code.
+func reportAttach(s streams, e *session.Entry, err error) int {
 	var be *session.BoundaryError
 	switch {
 	case errors.As(err, &be):
@@ -92,14 +85,9 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		return exitNoBoundary
 	case err != nil:
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
-		if e != nil {
-			// Attached, but not recorded: the layers still hold it.
-			layers.holdAttached(ctx, s.err, e, cgroup.Config{}, session.Registry{})
-		}
 		return exitFail
 	}
 	fmt.Fprintln(s.out, e.ID)
-	layers.holdAttached(ctx, s.err, e, cgroup.Config{}, session.Registry{})
 	return exitOK
 }
 

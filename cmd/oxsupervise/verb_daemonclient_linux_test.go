@@ -138,7 +138,8 @@ func (w *cliWorld) cli(t *testing.T, uid int, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(w.bin, append([]string{"-test.run=^TestCLIHelperProcess$", "--"}, args...)...)
 	cmd.Dir = filepath.Join(w.base, "ws")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", cliAsEnv + "=1", socketEnv + "=" + w.socket, "HOME=/nonexistent"}
+	// A standalone run as root keeps no BPF programs pinned on the machine.
+	cmd.Env = []string{"PATH=/usr/bin:/bin", cliAsEnv + "=1", socketEnv + "=" + w.socket, "HOME=/nonexistent", pinDirEnv + "=off"}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
-	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -49,24 +48,18 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	layers, err := buildLayers(planner.Run, c, cgroup.Config{}, unavailable, s.err)
-	if err != nil {
-		fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
-		return exitNoBoundary
-	}
-	code, err := session.Run(ctx, session.RunOptions{
+	h := openHost(c, cgroup.Config{}, unavailable, s.err)
+	code, err := h.Run(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
 		Unavailable: unavailable,
-		Layers:      layers.list(),
-		Plan:        layers.plan,
 		// Tests and administrators move the quarantine elsewhere.
 		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 	})
 	// Run has removed the session: nothing is left for the layers to confine.
-	layers.close(s.err)
+	closeHost(h, s.err)
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
