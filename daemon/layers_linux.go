@@ -62,7 +62,7 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	h := host.Open(host.Options{
 		Cgroup: opts.Cgroup, KernelBuffer: opts.KernelBuffer, ResolverUpstream: opts.ResolverUpstream,
 		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn,
-	}, planner.Want{BPFLSM: true, Network: true})
+	}, planner.Want{BPFLSM: true, Network: true, ReadOnlyViewAudit: true})
 	e := &enforcement{host: h, unavailable: opts.Unavailable, attached: map[uint64][]teardown{},
 		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), pinErr: h.PinErr()}
 	if e.pinErr != nil {

@@ -209,9 +209,9 @@ func runThroughDaemon(t *testing.T, w *cliWorld, u *agentUser, env []string, arg
 // checkSeedResults asserts the recorded tool results, the audit log and
 // the files' states after an agent ran seedScript.
 //
-// audited says which of the two file refusals are Landlock's (EACCES,
-// audited) rather than the session's read-only mount view's (EROFS, which
-// the kernel does not audit: landlock/roview_linux.go). The view keeps
+// audited says which of the two file refusals are Landlock's (EACCES)
+// rather than the session's read-only mount view's (EROFS, audited by the
+// read-only view's tracer, bpf/roview.c). The view keeps
 // writable only the writable roots and the directories of writable state
 // files: with Claude Code's ~/.claude.json the home directory stays
 // mount-writable and Landlock refuses ../outside-the-project.txt there;
@@ -294,18 +294,21 @@ func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog
 		if !strings.Contains(strings.ToLower(res[step].Output), strings.ToLower(errText)) {
 			t.Errorf("step %s: want %q (refused by %s), got %q", step, errText, map[bool]string{true: "Landlock", false: "the read-only view"}[byLandlock], res[step].Output)
 		}
-		if !byLandlock {
-			t.Logf("NOT AUDITED: step %s was refused by the session's read-only mount view (EROFS), which the kernel does not audit", step)
-		}
 	}
 	refusedBy("outside", want.outside)
 	refusedBy("settings", want.settings)
+	outside := filepath.Join(u.home, "outside-the-project.txt")
 	if want.outside {
 		// Landlock names the directory a file could not be created in.
 		records = append(records, []string{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`})
+	} else {
+		// The read-only view's tracer names the file (errno 30, EROFS).
+		records = append(records, []string{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"layer":"read-only-view"`, `"errno":30`, `"path":"` + outside + `"`})
 	}
 	if want.settings {
 		records = append(records, []string{`"kind":"denial"`, `"path":"` + settings + `"`})
+	} else {
+		records = append(records, []string{`"kind":"denial"`, `"layer":"read-only-view"`, `"errno":30`, `"path":"` + settings + `"`})
 	}
 	for _, want := range records {
 		if !testutil.LineHasAll(log, want...) {
