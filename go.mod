@@ -3,7 +3,6 @@ module github.com/openoxide/oxsupervise
 go 1.26.8
 
 require (
-	github.com/BurntSushi/toml v1.6.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/cgroups/v3 v3.1.3
