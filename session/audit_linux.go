@@ -32,7 +32,19 @@ type auditor struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	stop         *audit.Record // session_stop, written last by close
+
+	// The kernel audit feed can deliver a refusal of the command before
+	// the supervisor has written session_start (the command runs from the
+	// moment it exec'd): such records wait in early until it is written,
+	// so a session's log always opens with its start.
+	mu      sync.Mutex
+	started bool
+	early   []audit.Record
 }
+
+// maxEarly bounds the records held back before session_start; past it
+// they are written at once (order then yields to not losing them).
+const maxEarly = 4096
 
 // openAuditor opens the session's one audit sink, which the session's
 // layers share (SessionInfo.Audit).
@@ -115,6 +127,32 @@ func (a *auditor) write(r audit.Record) {
 	if a.sink == nil {
 		return
 	}
+	a.mu.Lock()
+	if !a.started && len(a.early) < maxEarly {
+		a.early = append(a.early, r)
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.writeNow(r)
+}
+
+// release writes the held-back records (after session_start, or at close
+// when the session never started).
+func (a *auditor) release() {
+	a.mu.Lock()
+	early := a.early
+	a.early, a.started = nil, true
+	a.mu.Unlock()
+	for _, r := range early {
+		a.writeNow(r)
+	}
+}
+
+func (a *auditor) writeNow(r audit.Record) {
+	if a.sink == nil {
+		return
+	}
 	if err := a.sink.Write(&r); err != nil {
 		fmt.Fprintf(a.warn, "oxsupervise: warning: audit record lost: %v\n", err)
 	}
@@ -123,7 +161,8 @@ func (a *auditor) write(r audit.Record) {
 func (a *auditor) sessionStart(e *Entry) {
 	// The command has exec'd: the launcher's audit session is final.
 	a.isOwnAuditSession(0)
-	a.write(audit.Record{
+	defer a.release()
+	a.writeNow(audit.Record{
 		Message: fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " ")),
 		Process: &audit.Process{PID: e.PID, CommandLine: strings.Join(e.Command, " ")},
 		User:    &audit.User{ID: fmt.Sprint(e.UID)},
@@ -161,6 +200,7 @@ func (a *auditor) close() {
 		a.wg.Wait()
 		a.reader.Close()
 	}
+	a.release()
 	if a.stop != nil {
 		a.write(*a.stop)
 	}
