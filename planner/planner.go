@@ -129,6 +129,10 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// SeccompSockets has the launcher's seccomp filter refuse the socket
+	// families and raw sockets the network programs cannot judge: where
+	// no BPF-LSM socket_create program refuses (and audits) them first.
+	SeccompSockets bool
 	// QuarantineNames watches the writable roots for protected names the
 	// session creates (no BPF-LSM refuses them) and moves them out
 	// (package quarantine).
@@ -265,6 +269,7 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 	}
 	p.MountNS = true
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
+	p.SeccompSockets = netPolicy(c) != policy.NetFull && !p.BPFLSM
 	if p.ReadOnlyView {
 		// Audit is observability, not the boundary: fail open, loudly.
 		p.ReadOnlyViewAudit = caps.ReadOnlyViewAudit == nil
