@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
