@@ -34,6 +34,8 @@ import (
 type localRoutes struct {
 	m    *ebpf.Map
 	sock int
+	// wake is an eventfd written when the watcher must stop (-1: none).
+	wake int
 	// holders counts the routes that make each prefix local: one prefix
 	// may have several (two interfaces, two tables), and removing one
 	// must not forget the others.
@@ -69,12 +71,30 @@ func (e *Enforcer) watchLocalAddrs() error {
 	if err != nil {
 		return err
 	}
+	// wake ends the watcher's poll the moment stop is closed: a session's
+	// end does not wait out localPoll.
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(l.sock)
+		return fmt.Errorf("track host addresses: eventfd: %w", err)
+	}
+	l.wake = wake
 	e.local = l
 	stop := e.stop
 	e.swept.Add(1)
 	go func() {
 		defer e.swept.Done()
 		defer unix.Close(l.sock)
+		defer unix.Close(wake)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-stop:
+				unix.Write(wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+			case <-done:
+			}
+		}()
 		l.run(stop)
 	}()
 	return nil
@@ -93,7 +113,7 @@ func newLocalRoutes(m *ebpf.Map) (*localRoutes, error) {
 	// A burst (a VPN coming up with many routes) should not overflow; if
 	// it does, ENOBUFS leads to a full resync.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	l := &localRoutes{m: m, sock: fd, holders: map[netip.Prefix]map[routeID]struct{}{}}
+	l := &localRoutes{m: m, sock: fd, wake: -1, holders: map[netip.Prefix]map[routeID]struct{}{}}
 	if err := l.resync(); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -115,8 +135,11 @@ func (l *localRoutes) run(stop <-chan struct{}) {
 			stale = l.resync() != nil
 		}
 		pfd := []unix.PollFd{{Fd: int32(l.sock), Events: unix.POLLIN}}
-		if n, err := unix.Poll(pfd, int(localPoll.Milliseconds())); err != nil || n == 0 {
-			continue
+		if l.wake >= 0 {
+			pfd = append(pfd, unix.PollFd{Fd: int32(l.wake), Events: unix.POLLIN})
+		}
+		if n, err := unix.Poll(pfd, int(localPoll.Milliseconds())); err != nil || n == 0 || pfd[0].Revents == 0 {
+			continue // timeout, or woken to look at stop
 		}
 		for {
 			n, from, err := unix.Recvfrom(l.sock, buf, 0)

@@ -340,6 +340,9 @@ func (r *Ring) EndSession(cgroupID uint64, src loader.Source) error {
 func (r *Ring) Close() error {
 	r.closed.Do(func() {
 		close(r.stop)
+		// Wake a reader blocked in its poll, as Drain does: a session's
+		// end must not wait out the poll interval.
+		r.rd.Flush()
 		<-r.done
 		r.closeErr = errors.Join(r.rd.Close(), r.maps.Close())
 	})
