@@ -36,9 +36,9 @@ const (
 	// LayerCgroupNet is the network layer: the connect/sendmsg BPF programs
 	// attached to the session's cgroup. (session.LayerCgroup is the cgroup
 	// itself.)
-	LayerCgroupNet  Layer = "cgroup"
-	LayerLandlock   Layer = "landlock"
-	LayerSeccomp    Layer = "seccomp"
+	LayerCgroupNet Layer = "cgroup"
+	LayerLandlock  Layer = "landlock"
+	LayerSeccomp   Layer = "seccomp"
 	// LayerQuarantine moved a protected entry the session created out of
 	// its writable roots (the Landlock path, package quarantine).
 	LayerQuarantine Layer = "quarantine"
@@ -172,8 +172,11 @@ type Error struct {
 type Ox struct {
 	Kind    Kind   `json:"kind"`
 	Session string `json:"session,omitempty"`
-	Layer   Layer  `json:"layer,omitempty"`
-	Class   Class  `json:"class,omitempty"`
+	// ParentSession is the session a nested session runs inside (its
+	// records only): the child's commands were the parent's to run.
+	ParentSession string `json:"parent_session,omitempty"`
+	Layer         Layer  `json:"layer,omitempty"`
+	Class         Class  `json:"class,omitempty"`
 	// Decision is deny | allow | ask, as the policy decided.
 	Decision string `json:"decision,omitempty"`
 	// Errno is the numeric errno (Linux numbering) alongside error.code.

@@ -24,7 +24,7 @@ const exitHookBlock = 2
 // nested-session client exists in `run`: before that, a rewritten command
 // would fail on the unknown flag instead of running, so the hook judges
 // only. Flip it in the change that adds the flag.
-const nestedRunReady = false
+const nestedRunReady = true
 
 // cmdHook implements `oxsupervise hook claude-code|codex`: an agent's
 // PreToolUse hook (package agenthook). It reads the hook input on stdin,

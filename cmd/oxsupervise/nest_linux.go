@@ -1,0 +1,206 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/openoxide/oxsupervise/agent"
+	"github.com/openoxide/oxsupervise/agenthook"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// nestDirEnv moves the sockets of standalone runs' nested-session servers
+// (host.DefaultNestDir); tests point it at a directory of their own.
+const nestDirEnv = "OXSUPERVISE_NEST_DIR"
+
+// inSession reports whether this process is inside a session: its cgroup
+// lies below a session group. OXSUPERVISE_SESSION alone is only a hint
+// (anyone can set it); without the cgroup it is a run like any other.
+func inSession() (bool, error) {
+	chain, err := cgroup.SessionChain(cgroup.Config{}, os.Getpid())
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether this run is inside a session: %w", err)
+	}
+	return len(chain) > 0, nil
+}
+
+// runNested is `run` inside a session: the supervisor of the session
+// (host.RunNesting) builds the nested session and moves this process into
+// it; this process stacks the child's Landlock domain on the parent's in
+// the launcher it starts, waits for the command and prints the child's
+// refusals on stderr (what an agent's model reads in the tool result).
+func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr error) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(s.err, "oxsupervise run: nested session not built: "+format+"; nothing ran\n", args...)
+		return exitNoBoundary
+	}
+	switch {
+	case inErr != nil:
+		return fail("%v", inErr)
+	case !in:
+		fmt.Fprintln(s.err, "oxsupervise run: --tier is for a run inside a session (the agent's commands); this process is in none")
+		return exitUsage
+	case r.user != "":
+		fmt.Fprintln(s.err, "oxsupervise run: --user cannot be used inside a session: a nested session runs as its parent's user")
+		return exitUsage
+	}
+	sock := os.Getenv(host.NestEnv)
+	if sock == "" {
+		return fail("no supervisor serves this session (%s is not set; a session of the daemon cannot nest yet)", host.NestEnv)
+	}
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		return fail("supervisor socket: %v", err)
+	}
+	defer conn.Close()
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail("current directory: %v", err)
+	}
+	enc, dec := json.NewEncoder(conn), json.NewDecoder(conn)
+	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent}
+	if err := enc.Encode(req); err != nil {
+		return fail("send the request: %v", err)
+	}
+	var a host.NestAnswer
+	if err := dec.Decode(&a); err != nil {
+		return fail("the supervisor did not answer: %v", err)
+	}
+	if a.Error != "" {
+		fmt.Fprintf(s.err, "oxsupervise run: nested session refused: %s\nnothing ran\n", a.Error)
+		if a.Code == 0 {
+			return exitNoBoundary
+		}
+		return a.Code
+	}
+	for _, w := range a.Warnings {
+		fmt.Fprintf(s.err, "oxsupervise: warning: %s\n", strings.TrimSpace(w))
+	}
+	// The final answer, or the supervisor's end: without a supervisor
+	// the child's rules may lose their owner, so its command goes too.
+	var pid atomic.Int64
+	final := make(chan host.NestAnswer, 1)
+	go func() {
+		var f host.NestAnswer
+		if err := dec.Decode(&f); err != nil {
+			if p := pid.Load(); p > 0 {
+				syscall.Kill(int(p), syscall.SIGKILL)
+			}
+			close(final)
+			return
+		}
+		final <- f
+	}()
+	code, err := session.RunNested(ctx, *a.Spec, os.Stdin, os.Stdout, os.Stderr, func(p int) error {
+		pid.Store(int64(p))
+		return enc.Encode(host.NestReport{Started: p})
+	})
+	if err != nil {
+		f := session.FailureOf(err)
+		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
+		code = f.Code
+	}
+	pid.Store(0)
+	if err := enc.Encode(host.NestReport{Exit: &code}); err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away: %v\n", a.Session, err)
+		return code
+	}
+	f, ok := <-final
+	if !ok {
+		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away before it ended the session\n", a.Session)
+		if code == 0 {
+			code = exitNoBoundary
+		}
+		return code
+	}
+	for _, l := range agenthook.RefusalSummary(f.Records, a.Session) {
+		fmt.Fprintln(s.err, l)
+	}
+	return code
+}
+
+// nestRequest compiles what a nested run asks for, for the supervisor of
+// its session (host.NestOptions.Request): its policy flags through the
+// same layers as the session's own (as t), or the parent's policy when it
+// gave none, then the command tier of its agent.
+func nestRequest(t *target) func(parent *policy.Compiled, req host.NestRequest) (*policy.Compiled, []string, error) {
+	return func(parent *policy.Compiled, req host.NestRequest) (*policy.Compiled, []string, error) {
+		var warnings []string
+		request := parent
+		if len(req.PolicyArgs) > 0 {
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			pf := policy.RegisterFlags(fs)
+			if err := fs.Parse(req.PolicyArgs); err != nil {
+				return nil, nil, err
+			}
+			if pf.Workspace == "" {
+				pf.Workspace = req.Dir
+			}
+			var buf bytes.Buffer
+			c, err := loadPolicy(streams{err: &buf}, pf, t, req.Argv)
+			warnings = append(warnings, lines(buf.String())...)
+			if err != nil {
+				return nil, warnings, err
+			}
+			request = c
+		}
+		switch req.Tier {
+		case "":
+		case "command":
+			name := req.Agent
+			if name == "" && parent.Agent != nil {
+				name = parent.Agent.Name
+			}
+			if name == "" {
+				return nil, warnings, fmt.Errorf("--tier=command needs an agent profile: give --agent NAME (the session has none)")
+			}
+			tier, err := policy.AgentCommandTier(name, agent.Inputs{Argv: req.Argv, Env: lookupIn(req.Env), Home: t.home})
+			if err != nil {
+				return nil, warnings, err
+			}
+			var w []string
+			request, w = policy.CommandRequest(request, tier)
+			warnings = append(warnings, w...)
+		default:
+			return nil, warnings, fmt.Errorf("unknown tier %q (the tiers: command)", req.Tier)
+		}
+		return request, warnings, nil
+	}
+}
+
+func lookupIn(env []string) func(string) string {
+	return func(name string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(strings.TrimPrefix(l, "oxsupervise: warning:")); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
