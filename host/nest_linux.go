@@ -309,7 +309,11 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}
 	tier := ""
 	if req.Tier != "" {
-		tier = "tier: " + req.Tier + " of " + req.Agent
+		agent := req.Agent
+		if agent == "" && p.parent.Policy.Agent != nil {
+			agent = p.parent.Policy.Agent.Name
+		}
+		tier = "tier: " + req.Tier + " of " + agent
 	}
 	n, err := session.StartNested(context.Background(), session.NestedOptions{
 		Parent: p.parent, Policy: child, Plan: s.plan, Layers: s.h.Layers(s.plan),
