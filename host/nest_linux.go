@@ -46,8 +46,10 @@ import (
 // the supervisor authorizes by the caller's cgroup.
 const NestEnv = "OXSUPERVISE_SUPERVISOR"
 
-// DefaultNestDir holds the sockets of standalone runs.
-const DefaultNestDir = "/run/oxsupervise/nest"
+// DefaultNestDir holds the sockets of standalone runs: 0711 and beside
+// /run/oxsupervise (0700), so a session running as another user than
+// root reaches its socket.
+const DefaultNestDir = "/run/oxsupervise-nest"
 
 // NestRequest is what a nested `run` asks for.
 type NestRequest struct {

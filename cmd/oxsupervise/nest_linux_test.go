@@ -401,3 +401,37 @@ func shellJoin(argv []string) string {
 	return strings.Join(q, " ")
 }
 
+
+// TestNestedSessionDenyRead: a path the parent may not read stays
+// unreadable in a child whose own request does not deny it (protections
+// are inherited: Tighten unions them, and the parent's boundary is the
+// child's too).
+func TestNestedSessionDenyRead(t *testing.T) {
+	w := newNestWorld(t)
+	secret := filepath.Join(w.ws, "secret")
+	if err := os.WriteFile(secret, []byte("the-secret-value\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(w.base, "parent.toml")
+	if err := os.WriteFile(conf, []byte("[sandbox]\ndeny_read = ["+strconv.Quote(secret)+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := "cat " + secret + "; echo X-exit=$?"
+	child := w.oxs("run", "--sandbox", "workspace-write", "--", "sh", "-c", strings.ReplaceAll(read, "X", "child"))
+	r := w.run(t, w.parent([]string{"--sandbox", "workspace-write", "--config", conf}, "sh", "-c", strings.ReplaceAll(read, "X", "parent")+"; "+shellJoin(child)))
+	if r.code != 0 {
+		t.Fatalf("exit %d (stdout %q, stderr %q)", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "the-secret-value") {
+		t.Fatalf("a denied read succeeded: %q", r.stdout)
+	}
+	// How the read is refused is the parent's layer's (on the Landlock
+	// path the mount namespace hides the file's content); what matters
+	// is that both reads ran and neither saw the content.
+	for _, who := range []string{"parent", "child"} {
+		if !strings.Contains(r.stdout, who+"-exit=") {
+			t.Errorf("the %s's read of %s did not run: stdout %q, stderr %q", who, secret, r.stdout, r.stderr)
+		}
+	}
+	nestedStart(t, w.records(t))
+}

@@ -20,10 +20,10 @@ import (
 const exitHookBlock = 2
 
 // nestedRunReady turns on the rewrite of shell commands into
-// `run --tier=command` (docs/agents-tiers.md). It stays false until the
-// nested-session client exists in `run`: before that, a rewritten command
-// would fail on the unknown flag instead of running, so the hook judges
-// only. Flip it in the change that adds the flag.
+// `run --tier=command` (docs/agents-tiers.md). `run` inside a session is
+// a nested-session client of the standalone supervisor of that session
+// (host.RunNesting); a daemon session cannot nest yet, and a rewritten
+// command there fails with exit 125 saying so. --no-nest judges only.
 const nestedRunReady = true
 
 // cmdHook implements `oxsupervise hook claude-code|codex`: an agent's
