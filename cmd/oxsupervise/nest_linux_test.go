@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/planner"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // nestWorld runs standalone `oxsupervise run` sessions (this test binary
@@ -401,7 +403,6 @@ func shellJoin(argv []string) string {
 	return strings.Join(q, " ")
 }
 
-
 // TestNestedSessionDenyRead: a path the parent may not read stays
 // unreadable in a child whose own request does not deny it (protections
 // are inherited: Tighten unions them, and the parent's boundary is the
@@ -434,4 +435,58 @@ func TestNestedSessionDenyRead(t *testing.T) {
 		}
 	}
 	nestedStart(t, w.records(t))
+}
+
+// init makes this test binary the CLI when it is run as `BIN VERB ...`
+// with cliAsEnv set (the command lines `oxsupervise hook` writes name the
+// executable and a verb, without the -test.run prefix oxs adds).
+func init() {
+	if os.Getenv(cliAsEnv) != "" && len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.") && os.Args[1] != session.LauncherVerb {
+		os.Exit(dispatch(os.Args[1:], streams{os.Stdin, os.Stdout, os.Stderr}))
+	}
+}
+
+// TestNestedSessionFromHook: the command `oxsupervise hook claude-code`
+// rewrites a Bash tool call into runs, in the agent's session, in a
+// nested session with the command tier: the key the agent has is not in
+// the command's environment, a workspace write succeeds, and the audit
+// log has the nested session.
+func TestNestedSessionFromHook(t *testing.T) {
+	w := newNestWorld(t)
+	in := `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo \"key=[$ANTHROPIC_API_KEY] session=$OXSUPERVISE_SESSION\"; echo done > hook-wrote"}}`
+	hook := w.command([]string{w.bin, "hook", "claude-code"}, session.SessionEnv+"=s-000000000000")
+	hook.Stdin = strings.NewReader(in)
+	out, err := hook.Output()
+	if err != nil {
+		t.Fatalf("hook: %v", err)
+	}
+	var answer struct {
+		HookSpecificOutput struct {
+			PermissionDecision string `json:"permissionDecision"`
+			UpdatedInput       struct {
+				Command string `json:"command"`
+			} `json:"updatedInput"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal(out, &answer); err != nil {
+		t.Fatalf("hook answer %q: %v", out, err)
+	}
+	rewritten := answer.HookSpecificOutput.UpdatedInput.Command
+	if !strings.Contains(rewritten, " run --tier=command --agent=") {
+		t.Fatalf("the hook did not rewrite the command into a nested run: %q", out)
+	}
+	r := w.run(t, w.parent([]string{"--agent", "claude-code"}, "bash", "-c", `echo "agent-key=[$ANTHROPIC_API_KEY]"; `+rewritten),
+		"ANTHROPIC_API_KEY=sk-hook-test")
+	if r.code != 0 {
+		t.Fatalf("exit %d (stdout %q, stderr %q)", r.code, r.stdout, r.stderr)
+	}
+	start := nestedStart(t, w.records(t))
+	for _, want := range []string{"agent-key=[sk-hook-test]", "key=[] session=" + start.Ox.Session} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(w.ws, "hook-wrote")); err != nil || string(b) != "done\n" {
+		t.Errorf("the nested command's workspace write: %q, %v", b, err)
+	}
 }
