@@ -28,20 +28,49 @@ VMTEST_KERNELS  ?= '/boot/vmlinuz-6.1.*' '$(VMTEST_BACKPORTS)/boot/vmlinuz-*'
 UNIT_FLAGS   ?= -count=1 -timeout 6m
 VMTEST_RUN   ?=
 
-.PHONY: all build deps bench-deps generate generate-check test unit vet cross vm-kernels vmtest bench bench-go fuzz clean
+.PHONY: all build install deb deps bench-deps generate generate-check test unit vet cross vm-kernels vmtest bench bench-go fuzz clean
 
 all: build
 
 build:
 	$(GO) build -o bin/oxsupervise ./cmd/oxsupervise
 
+# Install for other distributions: the binary, the systemd unit (naming
+# BINDIR), man pages and completions generated from the verbs' --help
+# (internal/clidoc), the docs, and /etc/oxsupervise/policy.toml unless one
+# exists. Creates /var/log/oxsupervise 0700. E.g. make install PREFIX=/usr
+# DESTDIR=/tmp/stage. The Debian package: make deb (into DEBDIR, bin/ by
+# default; dist/deb/build.sh).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+DEBDIR  ?= bin
+
+install:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	v=$$(dist/version.sh); \
+	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
+	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/oxsupervise" ./cmd/oxsupervise; \
+	$(GO) run ./internal/clidoc/cmd/clidoc --bin "$$tmp/oxsupervise" --version "$$v" \
+		--date "$$(date -u -d "@$$epoch" +%Y-%m-%d)" --out "$$tmp/doc"; \
+	BIN="$$tmp/oxsupervise" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
+
+deb:
+	@DEBDIR="$(DEBDIR)" GO="$(GO)" dist/deb/build.sh
+
 # Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
 # the BPF freshness check, qemu + Debian's kernel + busybox for the
 # kernel-test VM, iproute2/util-linux for network namespaces, git and
-# python3 for the workload tests. `go build` itself needs none of them.
+# python3 for the workload tests; dpkg-dev, lintian, man-db, systemd
+# (systemd-analyze), zsh and fish for the package test (dist/). The agent
+# tests install the real agent CLIs from the npm registry with node and npm
+# (DEPS_NODE, installed only when npm is missing: a machine with another
+# vendor's nodejs, which provides npm itself, conflicts with Debian's npm).
+# `go build` itself needs none of them.
 DEPS_APT := ca-certificates xz-utils zstd git python3 iproute2 util-linux kmod \
 	clang-19 llvm-19 libbpf-dev linux-libc-dev \
-	qemu-system-x86 linux-image-amd64 busybox-static
+	qemu-system-x86 linux-image-amd64 busybox-static \
+	dpkg-dev lintian man-db systemd zsh fish
+DEPS_NODE := nodejs npm
 
 # Peers the session-start benchmark compares against (optional: reported
 # as missing when absent).
@@ -51,6 +80,7 @@ bench-deps:
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEPS_APT)
+	command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEPS_NODE)
 
 # Regenerate the BPF objects and their Go bindings. The //go:generate
 # lines pin clang-19 and llvm-strip-19 themselves (the output is

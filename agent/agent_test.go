@@ -227,7 +227,7 @@ func TestProfilesCite(t *testing.T) {
 				}
 			}
 		}
-		if len(p.Checked) == 0 || len(p.Commands) == 0 || len(p.Credentials) == 0 || len(p.State) == 0 || len(p.Rules) == 0 {
+		if len(p.Commands) == 0 || len(p.Credentials) == 0 || len(p.State) == 0 || len(p.Rules) == 0 {
 			t.Errorf("%s: incomplete profile", p.Name)
 		}
 		for _, e := range p.Env {
@@ -235,5 +235,35 @@ func TestProfilesCite(t *testing.T) {
 				t.Errorf("%s: env %q is not NAME=value", p.Name, e.Value)
 			}
 		}
+	}
+}
+
+// Find reads the installed version from the agent's npm package, never by
+// running it, and says whether the profile was checked against it.
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	install := func(pkg, version, rel, cmd string) {
+		root := filepath.Join(dir, "node_modules", pkg)
+		os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755)
+		os.WriteFile(filepath.Join(root, "package.json"), []byte(`{"name":"`+pkg+`","version":"`+version+`"}`), 0o644)
+		os.WriteFile(filepath.Join(root, rel), []byte("#!/bin/false\n"), 0o755)
+		os.MkdirAll(filepath.Join(dir, "node_modules", ".bin"), 0o755)
+		os.Symlink(filepath.Join(root, rel), filepath.Join(dir, "node_modules", ".bin", cmd))
+	}
+	install("@anthropic-ai/claude-code", "2.1.197", "bin/claude.exe", "claude")
+	install("@openai/codex", "9.9.9", "bin/codex.js", "codex")
+	found := Find(filepath.Join(dir, "node_modules", ".bin") + string(os.PathListSeparator) + "/nonexistent")
+	byName := map[string]Installed{}
+	for _, in := range found {
+		byName[in.Command] = in
+	}
+	if c := byName["claude"]; c.Version != "2.1.197" || !c.Checked || c.Profile != "claude-code" {
+		t.Errorf("claude: %+v", c)
+	}
+	if c := byName["codex"]; c.Version != "9.9.9" || c.Checked || !strings.Contains(c.Note, "checked against 0.171.0") {
+		t.Errorf("codex: %+v", c)
+	}
+	if _, ok := byName["aider"]; ok || len(found) != 2 {
+		t.Errorf("found %+v", found)
 	}
 }

@@ -19,12 +19,11 @@ const (
 
 func claudeCode() *Profile {
 	return &Profile{
-		Name:        "claude-code",
-		Title:       "Claude Code",
-		Commands:    []string{"claude"},
-		Packages:    []string{"@anthropic-ai/claude-code"},
-		Checked:     []string{"2.1.197"},
-		VersionArgs: []string{"--version"},
+		Name:     "claude-code",
+		Title:    "Claude Code",
+		Commands: []string{"claude"},
+		Packages: []string{"@anthropic-ai/claude-code"},
+		Checked:  []string{"2.1.197"},
 		Hosts: []Entry{
 			// OAuth token exchange and refresh for claude.ai / Console
 			// sign-in (the authorize page opens in the user's browser).

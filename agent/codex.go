@@ -3,7 +3,7 @@ package agent
 import (
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	toml "github.com/pelletier/go-toml/v2"
 )
 
 // Codex CLI, npm @openai/codex (a Node launcher for the native
@@ -20,12 +20,11 @@ const (
 
 func codex() *Profile {
 	return &Profile{
-		Name:        "codex",
-		Title:       "Codex CLI",
-		Commands:    []string{"codex"},
-		Packages:    []string{"@openai/codex"},
-		Checked:     []string{"0.171.0"},
-		VersionArgs: []string{"--version"},
+		Name:     "codex",
+		Title:    "Codex CLI",
+		Commands: []string{"codex"},
+		Packages: []string{"@openai/codex"},
+		Checked:  []string{"0.171.0"},
 		Hosts: []Entry{
 			// ChatGPT sign-in: token exchange and refresh.
 			{"auth.openai.com:443", cxAuth + " (issuer https://auth.openai.com)"},
@@ -48,13 +47,15 @@ func codex() *Profile {
 			// Codex keeps SQLite databases (state, logs, history) directly
 			// in CODEX_HOME, with -wal/-journal files beside them, so the
 			// directory itself is writable; its rule files are protected
-			// inside it (Rules).
+			// inside it (Rules). skills/ stays writable: Codex installs its
+			// own skills/.system there at every start.
 			{"~/.codex", cxObserved + " (state_*.sqlite, sessions/, history.jsonl, log/, auth.json)"},
 		},
 		Rules: []Entry{
 			{"~/.codex/config.toml", cxConfig},
 			{"~/.codex/hooks.json", "github:openai/codex docs/hooks.md"},
-			{"~/.codex/rules", "github:openai/codex docs/exec-policy.md (rules/*.rules)"},
+			{"~/.codex/rules", "https://developers.openai.com/codex/rules (~/.codex/rules/*.rules, codex execpolicy)"},
+			{"~/.codex/agents", cxConfig + " (agent definitions)"},
 			{"~/.codex/AGENTS.md", "github:openai/codex docs/agents_md.md"},
 			{"~/.codex/AGENTS.override.md", "github:openai/codex docs/agents_md.md"},
 			{"~/.codex/prompts", "github:openai/codex docs/prompts.md"},
@@ -106,7 +107,7 @@ func codexEndpoints(in Inputs) []Entry {
 					BaseURL string `toml:"base_url"`
 				} `toml:"model_providers"`
 			}
-			if _, err := toml.Decode(string(b), &cfg); err == nil {
+			if err := toml.Unmarshal(b, &cfg); err == nil {
 				for name, p := range cfg.ModelProviders {
 					if p.BaseURL != "" {
 						out = append(out, Entry{p.BaseURL, cxProviders + " (~/.codex/config.toml model_providers." + name + ".base_url)"})
@@ -129,7 +130,7 @@ func codexEndpoints(in Inputs) []Entry {
 // the raw string otherwise.
 func unquoteTOML(v string) string {
 	var doc struct{ V string }
-	if _, err := toml.Decode("V = "+v, &doc); err == nil {
+	if err := toml.Unmarshal([]byte("V = "+v), &doc); err == nil {
 		return doc.V
 	}
 	return strings.TrimSpace(v)

@@ -39,7 +39,10 @@ func Find(path string) []Installed {
 			if v, ok := npmVersion(exe, p.Packages); ok {
 				in.Version = v
 				in.Checked = slices.Contains(p.Checked, v)
-				if !in.Checked {
+				switch {
+				case len(p.Checked) == 0:
+					in.Note = "the profile was taken from the documentation, not checked against a running version"
+				case !in.Checked:
 					in.Note = "the profile was checked against " + strings.Join(p.Checked, ", ") + "; review `oxsupervise agents` against this version's documentation"
 				}
 			} else {

@@ -15,47 +15,46 @@ import (
 type Profile struct {
 	// Name is the profile's name in policy files and on the command line
 	// ([agent.NAME.profile], --agent NAME).
-	Name string
+	Name string `json:"name"`
 	// Title is the agent's own name, for humans.
-	Title string
+	Title string `json:"title"`
 	// Commands are the executable names that select the profile.
-	Commands []string
+	Commands []string `json:"commands"`
 	// Packages are the npm (or PyPI) packages the agent ships in; a
 	// command run through npx, or `node .../node_modules/PKG/...`, selects
 	// the profile too.
-	Packages []string
-	// Checked lists the agent versions the profile was checked against
-	// (doctor compares the installed version with it).
-	Checked []string
-	// VersionArgs print the agent's version.
-	VersionArgs []string
+	Packages []string `json:"packages"`
+	// Checked lists the agent versions the profile was checked against by
+	// running them (doctor compares the installed version with it); empty
+	// for a profile taken from documentation only.
+	Checked []string `json:"checked_versions"`
 
 	// Hosts are the provider and login endpoints, "host:port".
-	Hosts []Entry
+	Hosts []Entry `json:"hosts"`
 	// Credentials are environment names (globs) passed through the scrub.
-	Credentials []Entry
+	Credentials []Entry `json:"credentials"`
 	// Env are variables set for the agent ("NAME=value"): its switches for
 	// non-essential traffic and for its own sandbox.
-	Env []Entry
+	Env []Entry `json:"env,omitempty"`
 	// Args are inserted after the command's name when the agent has no
 	// environment switch for something (Codex's sandbox mode).
-	Args []Entry
+	Args []Entry `json:"args,omitempty"`
 	// State is written by the agent outside the workspace: "~/..." paths,
 	// directories unless they end in a file name listed in StateFiles.
-	State []Entry
+	State []Entry `json:"state"`
 	// StateFiles are the State entries that are files, with the content a
 	// missing one is created with (noCreate: left missing, and then not
 	// granted, since a kernel rule needs an existing inode).
-	StateFiles map[string]string
+	StateFiles map[string]string `json:"-"`
 	// Rules are read-only to the agent: "~/..." or absolute paths, or a
 	// bare name protected at any depth below every writable root (a
 	// project's own rule file).
-	Rules []Entry
+	Rules []Entry `json:"rules"`
 
 	// Endpoints returns the base URLs the agent will use, from its own
 	// settings (environment, command line, config files), or nil for its
 	// defaults (Hosts).
-	Endpoints func(in Inputs) []Entry
+	Endpoints func(in Inputs) []Entry `json:"-"`
 	// Guarded are the keys of a state file that start programs, rolled
 	// back after the session (see Guard).
 	Guarded []GuardedFile
@@ -63,20 +62,21 @@ type Profile struct {
 
 // Entry is one value of a profile with the reason it is there.
 type Entry struct {
-	Value string
+	Value string `json:"value"`
 	// Cite is the documentation URL or "repo:path" it was taken from.
-	Cite string
+	Cite string `json:"cite"`
 }
 
 // GuardedFile names a JSON state file and the keys in it that start
 // programs.
 type GuardedFile struct {
 	// Path is "~/..." .
-	Path string
+	Path string `json:"path"`
 	// Keys are top-level keys; ProjectKeys are keys inside each value of
 	// the top-level "projects" object.
-	Keys, ProjectKeys []string
-	Cite              string
+	Keys        []string `json:"keys"`
+	ProjectKeys []string `json:"project_keys,omitempty"`
+	Cite        string   `json:"cite"`
 }
 
 // Inputs are what a profile's settings depend on.

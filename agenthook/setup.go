@@ -338,3 +338,42 @@ func Installed(path string, agent Agent) (bool, error) {
 	}
 	return false, nil
 }
+
+// AllSettings lists the settings files an agent reads hooks from, managed
+// first: SettingsPath's managed and user files.
+func AllSettings(home string, env func(string) string) func(Agent) []string {
+	return func(a Agent) []string {
+		return []string{SettingsPath(a, true, home, env), SettingsPath(a, false, home, env)}
+	}
+}
+
+// SharedTierWarning is what a session started with an agent's profile
+// says once (on stderr and in its session_start record) when none of the
+// agent's settings files (settings, usually AllSettings) has an
+// oxsupervise hook: its commands then run in the agent's own session,
+// with its credentials and hosts. ok is false when the hook is installed,
+// or the profile is not an agent whose hooks oxsupervise speaks. A
+// settings file that cannot be read counts as no hook, and the warning
+// says why.
+func SharedTierWarning(profile string, settings func(Agent) []string) (warning string, ok bool) {
+	agent, err := ParseAgent(profile)
+	if err != nil {
+		return "", false
+	}
+	var problems []string
+	for _, path := range settings(agent) {
+		found, err := Installed(path, agent)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if found {
+			return "", false
+		}
+	}
+	w := fmt.Sprintf("no oxsupervise hook in %s's settings: the commands it runs share its session (its credentials and its API hosts); run `oxsupervise agent setup %s` to give them the command tier", agent, agent)
+	if len(problems) > 0 {
+		w += " (" + strings.Join(problems, "; ") + ")"
+	}
+	return w, true
+}

@@ -246,3 +246,36 @@ func TestInstalled(t *testing.T) {
 		t.Errorf("broken file: error %v, want one naming settings.json:2:", err)
 	}
 }
+
+func TestSharedTierWarning(t *testing.T) {
+	dir := t.TempDir()
+	settings := func(a Agent) []string {
+		return []string{filepath.Join(dir, "managed-"+string(a)+".json"), filepath.Join(dir, "user-"+string(a)+".json")}
+	}
+	w, ok := SharedTierWarning("claude-code", settings)
+	if !ok || !strings.Contains(w, "oxsupervise agent setup claude-code") {
+		t.Errorf("no hook: %q, %t; want the warning with the set-up command", w, ok)
+	}
+	if _, ok := SharedTierWarning("aider", settings); ok {
+		t.Error("aider has no hooks oxsupervise speaks, yet it is warned about")
+	}
+	for _, file := range settings(ClaudeCode) {
+		p := filepath.Join(t.TempDir(), filepath.Base(file))
+		one := func(Agent) []string { return []string{filepath.Join(dir, "absent.json"), p} }
+		if _, err := Install(p, HookCommand("/usr/bin/oxsupervise", ClaudeCode), ClaudeCode); err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := SharedTierWarning("claude-code", one); ok {
+			t.Errorf("hook in %s, still warned: %q", p, w)
+		}
+	}
+	if err := os.WriteFile(settings(Codex)[1], []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := SharedTierWarning("codex", settings); !ok || !strings.Contains(w, "user-codex.json") {
+		t.Errorf("unreadable codex settings: %q, %t; want the warning naming the file", w, ok)
+	}
+	if got := AllSettings("/home/u", func(string) string { return "" })(Codex); len(got) != 2 || got[0] != "/etc/codex/hooks.json" || got[1] != "/home/u/.codex/hooks.json" {
+		t.Errorf("AllSettings(codex) = %v", got)
+	}
+}

@@ -42,10 +42,15 @@ const (
 	// LayerQuarantine moved a protected entry the session created out of
 	// its writable roots (the Landlock path, package quarantine).
 	LayerQuarantine Layer = "quarantine"
-	LayerResolver   Layer = "resolver"
-	LayerSeatbelt   Layer = "seatbelt"
-	LayerJob        Layer = "job"
-	LayerSupervisor Layer = "supervisor"
+	// LayerReadOnlyView is the Landlock path's read-only mount view
+	// outside the writable roots: the VFS refused with EROFS before any
+	// LSM was asked, and a tracer of the session's system calls reported
+	// it (bpf/roview.c).
+	LayerReadOnlyView Layer = "read-only-view"
+	LayerResolver     Layer = "resolver"
+	LayerSeatbelt     Layer = "seatbelt"
+	LayerJob          Layer = "job"
+	LayerSupervisor   Layer = "supervisor"
 )
 
 // Class narrows a denial down to what was protected (oxsupervise.class).
@@ -239,7 +244,7 @@ var classCategory = map[Class]string{
 }
 
 var validLayers = map[Layer]bool{
-	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerQuarantine: true, LayerResolver: true,
+	LayerBPFLSM: true, LayerCgroupNet: true, LayerLandlock: true, LayerSeccomp: true, LayerQuarantine: true, LayerReadOnlyView: true, LayerResolver: true,
 	LayerSeatbelt: true, LayerJob: true, LayerSupervisor: true,
 }
 

@@ -4,7 +4,7 @@
  * in (DESIGN §5), the per-CPU count of reservations that failed, and the
  * per-session flood control in front of it.
  *
- * Every object that reports (fs.c, self.c, netfamily.c, net.c) declares
+ * Every object that reports (fs.c, self.c, netfamily.c, net.c, roview.c) declares
  * these maps; userspace (package audit/bpfring) creates them once and
  * hands the same maps to every collection, so the filesystem and network
  * programs write to one stream with one loss counter. Every event starts with struct oxs_event_header, which tells
@@ -20,7 +20,8 @@
 enum oxs_source {
 	OXS_SOURCE_FS = 1,  /* BPF-LSM programs (fs.c, self.c, netfamily.c) */
 	OXS_SOURCE_NET = 2, /* cgroup network programs (net.c) */
-	OXS_SOURCES = 3,    /* bound of the values above: oxs_events_lost size */
+	OXS_SOURCE_ROVIEW = 3, /* EROFS of the read-only view (roview.c) */
+	OXS_SOURCES = 4,    /* bound of the values above: oxs_events_lost size */
 };
 
 /* The first bytes of every record in oxs_events. */

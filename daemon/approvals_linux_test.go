@@ -60,14 +60,14 @@ func TestApprovalsExcludedCommand(t *testing.T) {
 	go ans.run(ctx, t, &Client{Socket: w.socket}, []string{ReplyOnce, ReplyAlways, ReplyReject})
 
 	script := `H=` + helper + `
-OXS_DTEST_CLIENT=exec "$H" touch "$OUT/a"; echo "e1=$?"
-OXS_DTEST_CLIENT=exec "$H" touch "$OUT/b"; echo "e2=$?"
+"$H" ` + clientOp + ` exec touch "$OUT/a"; echo "e1=$?"
+"$H" ` + clientOp + ` exec touch "$OUT/b"; echo "e2=$?"
 echo '[[approval]]' >> .openoxide/approvals.toml; echo "w=$?"
-OXS_DTEST_CLIENT=exec "$H" touch "$OUT/c"; echo "e3=$?"
-OXS_DTEST_CLIENT=exec "$H" mkdir "$OUT/d"; echo "e4=$?"
-OXS_DTEST_CLIENT=reply "$H" a-000000000000 once; echo "r=$?"
-OXS_DTEST_CLIENT=sessions "$H" >/dev/null; echo "s=$?"
-OXS_DTEST_CLIENT=run "$H" "$PWD" true; echo "n=$?"
+"$H" ` + clientOp + ` exec touch "$OUT/c"; echo "e3=$?"
+"$H" ` + clientOp + ` exec mkdir "$OUT/d"; echo "e4=$?"
+"$H" ` + clientOp + ` reply a-000000000000 once; echo "r=$?"
+"$H" ` + clientOp + ` sessions >/dev/null; echo "s=$?"
+"$H" ` + clientOp + ` run "$PWD" true; echo "n=$?"
 touch "$OUT/direct"; echo "direct=$?"
 `
 	res := w.runHelper(t, nobody, w.ws, []string{"OUT=" + w.outside, helperSocketEnv + "=" + w.socket}, "run", w.ws, "sh", "-c", script)
@@ -145,7 +145,7 @@ func TestApprovalsForbiddenByPolicy(t *testing.T) {
 	defer cancel()
 	ans := &answerer{}
 	go ans.run(ctx, t, &Client{Socket: w.socket}, []string{ReplyOnce})
-	script := `OXS_DTEST_CLIENT=exec ` + helper + ` touch "$OUT/a"; echo "e=$?"`
+	script := helper + ` ` + clientOp + ` exec touch "$OUT/a"; echo "e=$?"`
 	res := w.runHelper(t, nobody, w.ws, []string{"OUT=" + w.outside}, "run", w.ws, "sh", "-c", script)
 	cancel()
 	ans.mu.Lock()

@@ -5,44 +5,17 @@ package daemon
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"os/user"
 	"strconv"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/session"
 )
-
-// procOwner reads the real and effective uid and gid of pid.
-func procOwner(pid int) (ruid, euid, gid int, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	ruid, euid, gid = -1, -1, -1
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 2 {
-				ruid, _ = strconv.Atoi(f[0])
-				euid, _ = strconv.Atoi(f[1])
-			}
-		}
-		if rest, ok := strings.CutPrefix(line, "Gid:"); ok {
-			if f := strings.Fields(rest); len(f) >= 1 {
-				gid, _ = strconv.Atoi(f[0])
-			}
-		}
-	}
-	if ruid < 0 || euid < 0 || gid < 0 {
-		return 0, 0, 0, fmt.Errorf("/proc/%d/status: no Uid/Gid lines", pid)
-	}
-	return ruid, euid, gid, nil
-}
 
 // attach confines a running process of the caller's (POST
 // /sessions/attach); the session outlives the request.
@@ -59,11 +32,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		return
 	}
 	defer unix.Close(pidfd)
-	ruid, euid, gid, err := procOwner(req.PID)
+	status, err := procfs.ReadStatus(req.PID)
 	if err != nil {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "pid %d: %v", req.PID, err))
 		return
 	}
+	ruid, euid, gid := status.UID[procfs.Real], status.UID[procfs.Effective], status.GID[procfs.Real]
 	// The owner was read through the pid number: it belongs to the process
 	// the pidfd pins only if that process is still alive now (a pid is not
 	// reused while its process exists). session.Attach checks the owner
@@ -102,6 +76,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
+			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
 			writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", be))
 			return
 		}

@@ -86,8 +86,8 @@ func TestAuditThroughDaemon(t *testing.T) {
 	}
 
 	// Follow: the stream first replays the live log, then goes on.
-	cmd := exec.Command(helper, "1")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=audit", helperSocketEnv + "=" + w.socket}
+	cmd := exec.Command(helper, clientArgs("audit", "1")...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -23,8 +23,8 @@ type flooder struct {
 // many the daemon refused; the rest stay open until release.
 func (w *world) flood(t *testing.T, uid, n int) (f *flooder, held, refused int) {
 	t.Helper()
-	cmd := exec.Command(helper, itoa(n))
-	cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=flood", helperSocketEnv + "=" + w.socket}
+	cmd := exec.Command(helper, clientArgs("flood", itoa(n))...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(uid)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -6,10 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -110,7 +108,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, who *caller) {
 // session, wired to the caller's stdio.
 func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, stdio stdio) (int, error) {
 	env := session.UserEnv(req.Env, &session.EnvUser{Home: m.home, Name: m.userName})
-	path, err := lookPathEnv(req.Argv[0], env)
+	path, err := session.LookPath(req.Argv[0], env)
 	if err != nil {
 		return 127, err
 	}
@@ -144,25 +142,4 @@ func (s *Server) runOutside(ctx context.Context, m *managed, req *ExecRequest, s
 		return code, nil
 	}
 	return 1, err
-}
-
-// lookPathEnv finds file in the PATH of env.
-func lookPathEnv(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
-	}
-	pathEnv := envLookup(env)("PATH")
-	if pathEnv == "" {
-		pathEnv = "/usr/local/bin:/usr/bin:/bin"
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, file)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found in PATH", file)
 }

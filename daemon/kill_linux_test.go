@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
@@ -28,8 +30,8 @@ func (w *world) startDaemonProcess(t *testing.T) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	o, _ := json.Marshal(daemonProcOpts{Socket: w.socket, ManagedDir: w.opts.ManagedDir, AuditPath: w.audit,
 		StateDir: w.opts.StateDir, PinDir: w.opts.PinDir, Parent: w.opts.Cgroup.Parent, RegistryDir: w.opts.Registry.Dir})
-	cmd := exec.Command(helper)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=daemon", daemonOptsEnv + "=" + string(o)}
+	cmd := exec.Command(helper, clientArgs("daemon")...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", daemonOptsEnv + "=" + string(o)}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -67,9 +69,9 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 	json.Unmarshal([]byte(res.stdout), &ar)
 	attached := ar.Session.ID
 
-	runner := exec.Command(helper, w.ws, "sh", "-c", "echo started; exec sleep 60")
+	runner := exec.Command(helper, clientArgs("run", w.ws, "sh", "-c", "echo started; exec sleep 60")...)
 	runner.Dir = w.ws
-	runner.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=run", helperSocketEnv + "=" + w.socket}
+	runner.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
 	runOut := &syncBuffer{}
 	runner.Stdout, runner.Stderr = runOut, runOut
 	runner.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
@@ -191,7 +193,7 @@ func TestDaemonKill9KeepsPinnedNetworkRules(t *testing.T) {
 	}
 	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+		if st, err := procfs.ReadStatus(target.Process.Pid); err == nil && st.UID[procfs.Real] == nobody && st.UID[procfs.Effective] == nobody {
 			break
 		}
 		if time.Now().After(deadline) {

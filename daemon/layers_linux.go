@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +62,7 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcem
 	h := host.Open(host.Options{
 		Cgroup: opts.Cgroup, KernelBuffer: opts.KernelBuffer, ResolverUpstream: opts.ResolverUpstream,
 		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn,
-	}, planner.Want{BPFLSM: true, Network: true})
+	}, planner.Want{BPFLSM: true, Network: true, ReadOnlyViewAudit: true})
 	e := &enforcement{host: h, unavailable: opts.Unavailable, attached: map[uint64][]teardown{},
 		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), pinErr: h.PinErr()}
 	if e.pinErr != nil {
@@ -252,31 +251,26 @@ func (s *Server) watchAttached(id string, cgID uint64) {
 		s.zl.Error().Str("session", id).Err(err).Msg("cannot watch attach session; its layers stay applied until the daemon stops")
 		return
 	}
-	events := filepath.Join(dir, id, "cgroup.events")
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		b, err := os.ReadFile(events)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			s.endAttached(id, cgID, false)
-			return
-		case err == nil && strings.Contains(string(b), "populated 0"):
-			s.endAttached(id, cgID, true)
-			return
-		case err != nil:
-			// Transient (or a bug): keep the rules, keep watching.
-			s.zl.Warn().Str("session", id).Err(err).Msg("read cgroup.events")
-		}
+	// The daemon stopping ends the wait: the layers close with it; the
+	// session is adopted, and its rules applied again, by the next daemon.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-s.stopping:
-			// The daemon is stopping: the layers close with it; the
-			// session is adopted, and its rules applied again, by the
-			// next daemon.
-			return
-		case <-tick.C:
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	g := &cgroup.Group{Path: filepath.Join(dir, id)}
+	end, err := g.WaitEnd(ctx)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			s.zl.Warn().Str("session", id).Err(err).Msg("watch attach session")
+		}
+		return
 	}
+	s.endAttached(id, cgID, end == cgroup.Emptied)
 }
 
 func (s *Server) endAttached(id string, cgID uint64, groupLeft bool) {

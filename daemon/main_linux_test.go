@@ -18,16 +18,15 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
 
-// Environment of the client helper: this test binary re-executed (as an
-// unprivileged user) to play the CLI against the daemon.
-const (
-	helperModeEnv   = "OXS_DTEST_CLIENT"
-	helperSocketEnv = "OXS_DTEST_SOCKET"
-)
+// helperSocketEnv tells the client helper (this test binary re-executed as
+// an unprivileged user to play the CLI against the daemon: clientArgs)
+// where the daemon's socket is.
+const helperSocketEnv = "OXS_DTEST_SOCKET"
 
 // daemonOptsEnv passes daemonProcOpts to the helper's daemon mode.
 const daemonOptsEnv = "OXS_DTEST_DAEMON"
@@ -43,6 +42,26 @@ type daemonProcOpts struct {
 	DNS map[string]string
 }
 
+// ops are what the test binary does as a helper process (testutil.RunOp):
+// "client MODE ARGS..." is helperMain, the network probes are
+// netprobes_linux_test.go's.
+var ops = map[string]testutil.Op{
+	"client":  func(a []string) int { return helperMain(a[0], a[1:]) },
+	"connect": func(a []string) int { return connectMain(a[0]) },
+	"listen":  func(a []string) int { return listenMain(a[0]) },
+	"lookup":  func(a []string) int { return lookupMain(a[0], a[1], a[2]) },
+}
+
+// clientOp, followed by a mode and its arguments, makes the helper run
+// helperMain (in scripts: "$H" clientOp exec touch ...).
+var clientOp = testutil.OpArgs("client")[0]
+
+// clientArgs is the command line, after the helper's path, that runs
+// helperMain in mode with args.
+func clientArgs(mode string, args ...string) []string {
+	return testutil.OpArgs("client", append([]string{mode}, args...)...)
+}
+
 // helper is a copy of this test binary that every user can execute.
 var helper string
 
@@ -50,18 +69,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
 		os.Exit(session.LauncherMain())
 	}
-	if len(os.Args) > 2 && os.Args[1] == connectVerb {
-		os.Exit(connectMain(os.Args[2]))
-	}
-	if len(os.Args) > 2 && os.Args[1] == listenVerb {
-		os.Exit(listenMain(os.Args[2]))
-	}
-	if len(os.Args) > 4 && os.Args[1] == lookupVerb {
-		os.Exit(lookupMain(os.Args[2], os.Args[3], os.Args[4]))
-	}
-	if mode := os.Getenv(helperModeEnv); mode != "" {
-		os.Exit(helperMain(mode, os.Args[1:]))
-	}
+	testutil.RunOp(ops)
 	if os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("/var/tmp", "oxs-dtest-bin-")
 		if err != nil {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/procfs"
+
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
@@ -43,12 +45,12 @@ func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuf
 	o, _ := json.Marshal(daemonProcOpts{Socket: w.socket, ManagedDir: w.opts.ManagedDir, AuditPath: w.audit,
 		StateDir: w.opts.StateDir, PinDir: w.opts.PinDir, Parent: w.opts.Cgroup.Parent, RegistryDir: w.opts.Registry.Dir,
 		Listen: []string{allowedAddr, otherAddr}, DNS: w.dns})
-	setup := `ip link set lo up && ip addr add 198.18.0.2/32 dev lo && ip addr add 198.18.0.3/32 dev lo && exec "$0"`
-	cmd := exec.Command("unshare", "--net", "sh", "-c", setup, helper)
+	setup := `ip link set lo up && ip addr add 198.18.0.2/32 dev lo && ip addr add 198.18.0.3/32 dev lo && exec "$0" "$@"`
+	cmd := exec.Command("unshare", append([]string{"--net", "sh", "-c", setup, helper}, clientArgs("daemon")...)...)
 	if nsPID > 0 {
-		cmd = exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(nsPID)+"/ns/net", "--", helper)
+		cmd = exec.Command("nsenter", append([]string{"--net=/proc/" + strconv.Itoa(nsPID) + "/ns/net", "--", helper}, clientArgs("daemon")...)...)
 	}
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", helperModeEnv + "=daemon", daemonOptsEnv + "=" + string(o)}
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", daemonOptsEnv + "=" + string(o)}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -340,7 +342,7 @@ func (w *world) startNobodyTarget(t *testing.T, nsPID int, script string) (*exec
 	}
 	t.Cleanup(func() { target.Process.Kill() })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ruid, euid, _, err := procOwner(target.Process.Pid); err == nil && ruid == nobody && euid == nobody {
+		if st, err := procfs.ReadStatus(target.Process.Pid); err == nil && st.UID[procfs.Real] == nobody && st.UID[procfs.Effective] == nobody {
 			break
 		}
 		if time.Now().After(deadline) {

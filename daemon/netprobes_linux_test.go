@@ -13,11 +13,13 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // connectVerb makes this test binary connect to one TCP address and print
 // "ADDR=ok" or "ADDR=<errno name>": the probe run inside sessions.
-const connectVerb = "oxs-connect"
+var connectVerb = testutil.OpArgs("connect")[0]
 
 func connectMain(addr string) int {
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
@@ -39,7 +41,7 @@ func connectMain(addr string) int {
 // server, then connect to an address, printing one line
 // "NAME rcode=RCODE answer=IP,... ADDR=ok|<errno name>": the probe of
 // hostname approvals run inside sessions.
-const lookupVerb = "oxs-lookup"
+var lookupVerb = testutil.OpArgs("lookup")[0]
 
 func lookupMain(name, server, addr string) int {
 	q := new(dns.Msg)
@@ -64,7 +66,7 @@ func lookupMain(name, server, addr string) int {
 
 // listenVerb makes this test binary accept TCP connections on an address
 // until killed: a peer in a network namespace a test creates.
-const listenVerb = "oxs-listen"
+var listenVerb = testutil.OpArgs("listen")[0]
 
 func listenMain(addr string) int {
 	ln, err := net.Listen("tcp", addr)

@@ -3,13 +3,11 @@
 package daemon
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
+
+	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,28 +35,14 @@ func (p *Peer) alive() bool {
 // groups returns the peer's supplementary groups from /proc, confirmed
 // against the pidfd.
 func (p *Peer) groups() ([]int, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.PID))
+	st, err := procfs.ReadStatus(p.PID)
 	if err != nil {
 		return nil, fmt.Errorf("peer pid %d: %w", p.PID, err)
-	}
-	defer f.Close()
-	var out []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "Groups:"); ok {
-			for _, w := range strings.Fields(rest) {
-				n, err := strconv.Atoi(w)
-				if err != nil {
-					return nil, fmt.Errorf("peer pid %d: bad Groups line", p.PID)
-				}
-				out = append(out, n)
-			}
-		}
 	}
 	if !p.alive() {
 		return nil, fmt.Errorf("peer pid %d exited during the request", p.PID)
 	}
-	return out, nil
+	return st.Groups, nil
 }
 
 // peerOf asks the kernel who is at the other end of uc (SO_PEERCRED, and

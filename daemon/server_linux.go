@@ -20,6 +20,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/metrics"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -69,6 +70,9 @@ type Options struct {
 	// 503 (code busy) and closed. Root is never refused.
 	MaxConns, MaxConnsPerUID int
 
+	// otlpRetry bounds the OTLP exporter's retries of a batch (tests; 0:
+	// auditexport's default).
+	otlpRetry time.Duration
 	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
 	adoptGrace time.Duration
 	// headerTimeout and bodyTimeout override DefaultHeaderTimeout and
@@ -85,6 +89,8 @@ type Server struct {
 	zl   zerolog.Logger
 	log  *log.Logger
 	sink *audit.FileSink
+	// metrics is nil unless the managed policy turns them on (metrics_linux.go).
+	metrics *metrics.Metrics
 	// enf are the session layers built once in Serve.
 	enf *enforcement
 	// work counts run requests and attach-session watchers that may still
@@ -173,6 +179,7 @@ func New(opts Options) (*Server, error) {
 // Serve listens on the socket and serves until ctx is done. It adopts the
 // sessions a previous daemon left behind first.
 func (s *Server) Serve(ctx context.Context) error {
+	started := time.Now()
 	ln, err := s.listen()
 	if err != nil {
 		return err
@@ -184,6 +191,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
+	stopObservability, err := s.startObservability(ctx, started) // metrics_linux.go
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopObservability()
 	// The layers' own warnings (audit records that could not be written,
 	// lost kernel events) are log lines at warn level.
 	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())

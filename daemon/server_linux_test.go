@@ -240,9 +240,9 @@ func TestRunSignalsAndClientDeath(t *testing.T) {
 	w := newWorld(t)
 	w.start(t)
 	startRun := func(script string) (*exec.Cmd, *syncBuffer) {
-		cmd := exec.Command(helper, w.ws, "sh", "-c", script)
+		cmd := exec.Command(helper, clientArgs("run", w.ws, "sh", "-c", script)...)
 		cmd.Dir = w.ws
-		cmd.Env = []string{"PATH=/usr/bin:/bin", helperModeEnv + "=run", helperSocketEnv + "=" + w.socket}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
 		out := &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}

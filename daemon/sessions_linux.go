@@ -83,6 +83,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	s.forget(sid)
 	if err != nil {
 		f := session.FailureOf(err)
+		if f.Code == ExitNoBoundary {
+			s.metrics.RefusedStart(f.Layer) // metrics_linux.go
+		}
 		es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
 		return
 	}

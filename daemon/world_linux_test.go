@@ -177,9 +177,9 @@ type helperResult struct {
 // runHelper runs the client helper as uid (gid = uid) in dir.
 func (w *world) runHelper(t *testing.T, uid int, dir string, env []string, mode string, args ...string) helperResult {
 	t.Helper()
-	cmd := exec.Command(helper, args...)
+	cmd := exec.Command(helper, clientArgs(mode, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", helperModeEnv + "=" + mode, helperSocketEnv + "=" + w.socket}, env...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}

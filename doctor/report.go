@@ -97,6 +97,11 @@ type Report struct {
 	Modes   []Mode  `json:"modes"`
 	Verdict Verdict `json:"verdict"`
 
+	// Machine and Remedies (remedy.go): the distribution and boot
+	// configuration doctor read, and the exact change for each layer
+	// missing for a reason the kernel command line can fix.
+	Machine  *Machine `json:"machine,omitempty"`
+	Remedies []Remedy `json:"remedies,omitempty"`
 	// Agents are the coding agents found in PATH, with whether their
 	// built-in profile was checked against the installed version. They
 	// do not change the verdict.
@@ -386,6 +391,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			line("", "", "fix: "+l.Fix)
 		}
 	}
+
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r.writeRemedies(w) // remedy.go
 
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "mode\tstatus\tdetail")

@@ -21,6 +21,8 @@ func Run(ctx context.Context) Report {
 	r := Report{SchemaVersion: SchemaVersion, OS: runtime.GOOS}
 	probeHost(ctx, &r)
 	r.decide()
+	m := ReadMachine("/")
+	r.Machine, r.Remedies = &m, Remedies(m, &r) // remedy.go
 	r.Agents = agent.Find(os.Getenv("PATH"))
 	return r
 }

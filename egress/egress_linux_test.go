@@ -417,19 +417,12 @@ func listen(t testing.TB, addrs ...string) {
 		if err != nil {
 			t.Fatalf("listen %s: %v", a, err)
 		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					io.Copy(c, c)
-				}()
-			}
-		}()
+		testutil.Serve(t, ln, func(c net.Conn) {
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		})
 	}
 }
 
@@ -441,17 +434,7 @@ func closingListener(tb testing.TB, addr string) net.Listener {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln
+	return testutil.Serve(tb, ln, nil)
 }
 
 func ap(a netip.Addr, port uint16) string { return netip.AddrPortFrom(a, port).String() }

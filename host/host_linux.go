@@ -45,7 +45,8 @@ type Options struct {
 }
 
 // Host owns the BPF objects that enforce sessions: the shared event ring
-// buffer, the BPF-LSM filesystem layer and the cgroup network layer. A
+// buffer, the BPF-LSM filesystem layer, the cgroup network layer and the
+// audit of the read-only view's refusals. A
 // layer that could not be built is nil with the reason kept, which
 // Capabilities hands to the planner.
 type Host struct {
@@ -54,6 +55,11 @@ type Host struct {
 	fsErr  error
 	net    *session.NetworkLayer
 	netErr error
+	// roview reports the read-only view's EROFS refusals (run sessions
+	// without BPF-LSM); never pinned: it serves run sessions, which live
+	// no longer than this process.
+	roview    *session.ROViewLayer
+	roviewErr error
 	// pins are what Pins pinned, by layer, and pinFailed why a layer
 	// built is not pinned; pinErr is why the host could not pin at all.
 	pins      map[string]Pinned
@@ -98,7 +104,8 @@ func (h *Host) openRing(opts Options) (*bpfring.Ring, error) {
 // cannot be built is absent, and the planner decides what a session does
 // without it. Close releases whatever was built.
 func Open(opts Options, want planner.Want) *Host {
-	h := &Host{fsErr: planner.ErrNotProvided, netErr: planner.ErrNotProvided, pins: map[string]Pinned{}, pinFailed: map[string]error{}}
+	h := &Host{fsErr: planner.ErrNotProvided, netErr: planner.ErrNotProvided, roviewErr: planner.ErrNotProvided,
+		pins: map[string]Pinned{}, pinFailed: map[string]error{}}
 	h.pinning = opts.Pins
 	if !want.BPFLSM && !want.Network {
 		h.pinning = nil
@@ -125,7 +132,11 @@ func Open(opts Options, want planner.Want) *Host {
 	if want.Network {
 		h.netErr = h.buildNet(opts, ring)
 	}
-	if h.fs == nil && h.net == nil && h.ring != nil {
+	if want.ReadOnlyViewAudit && h.fs == nil {
+		// Only a session without BPF-LSM has a read-only view to audit.
+		h.roviewErr = h.buildROView(opts, ring)
+	}
+	if h.fs == nil && h.net == nil && h.roview == nil && h.ring != nil {
 		h.ring.Close()
 		h.ring = nil
 	}
@@ -212,6 +223,24 @@ func (h *Host) buildNet(opts Options, ring func() (*bpfring.Ring, error)) error 
 	return nil
 }
 
+// buildROView loads the tracer of the read-only view's EROFS refusals. A
+// kernel without raw tracepoints leaves it out; the planner warns.
+func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) error {
+	if opts.Unavailable[planner.LayerReadOnlyViewAudit] {
+		return planner.ErrForced
+	}
+	r, err := ring()
+	if err != nil {
+		return err
+	}
+	l, err := session.NewROViewLayer(session.ROViewConfig{Events: r, Warn: opts.Warn})
+	if err != nil {
+		return err
+	}
+	h.roview = l
+	return nil
+}
+
 // reuse opens layer from its pins with open when the host's Pinning has
 // them (and the ring they report through was reopened too), and reports
 // whether it did. Pins that do not open are discarded, for the layer to
@@ -262,7 +291,7 @@ func parseUpstream(v string) ([]string, error) {
 // host holds for c: the filesystem programs only where they can enforce
 // c's anchors (fsguard.CheckPolicy).
 func (h *Host) Capabilities(c *policy.Compiled, caps planner.Capabilities) planner.Capabilities {
-	caps.BPFLSM, caps.Network = h.fsErr, h.netErr
+	caps.BPFLSM, caps.Network, caps.ReadOnlyViewAudit = h.fsErr, h.netErr, h.roviewErr
 	if h.fs != nil {
 		if err := fsguard.CheckPolicy(c); err != nil {
 			caps.BPFLSM = &planner.NotLoaded{Err: fmt.Errorf("not for this policy: %w", err)}
@@ -286,6 +315,9 @@ func (h *Host) Layers(plan *planner.Plan) []session.SessionLayer {
 	if plan.Network && h.net != nil {
 		out = append(out, h.net)
 	}
+	if plan.ReadOnlyViewAudit && h.roview != nil {
+		out = append(out, h.roview)
+	}
 	return out
 }
 
@@ -307,6 +339,10 @@ func (h *Host) Close() error {
 	if h.net != nil {
 		errs = append(errs, wrap("network layer", h.net.Close()))
 		h.net = nil
+	}
+	if h.roview != nil {
+		errs = append(errs, wrap("read-only view audit", h.roview.Close()))
+		h.roview = nil
 	}
 	if h.ring != nil {
 		errs = append(errs, wrap("kernel event ring buffer", h.ring.Close()))

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/mountinfo"
+	"github.com/openoxide/oxsupervise/internal/shquote"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -44,6 +46,10 @@ type MountPlan struct {
 	// Writable are the directories that stay writable in the read-only
 	// view (viewWritable).
 	Writable []string `json:"writable,omitempty"`
+	// PrivateShm puts a tmpfs of the session's own on /dev/shm (see
+	// privateShm); ShmReadOnly makes it read-only (read-only mode).
+	PrivateShm  bool `json:"private_shm,omitempty"`
+	ShmReadOnly bool `json:"shm_read_only,omitempty"`
 }
 
 // PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
@@ -61,6 +67,10 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 		m.Masked = append(m.Masked, rs.Masked...)
 	}
 	m.Writable = viewWritable(c)
+	if privateShm(c) {
+		m.PrivateShm = true
+		m.ShmReadOnly = !slices.Contains(m.Writable, devShm)
+	}
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
 		return m, err
@@ -248,7 +258,17 @@ func (m MountPlan) Apply() error {
 		// First: the binds below are made from the view, so a pin
 		// inside a writable root stays writable and everything else
 		// read-only.
-		if err := applyReadOnlyView(m.Writable); err != nil {
+		writable := m.Writable
+		if m.PrivateShm {
+			// Covered by the session's own tmpfs below.
+			writable = slices.DeleteFunc(slices.Clone(writable), func(d string) bool { return d == devShm })
+		}
+		if err := applyReadOnlyView(writable); err != nil {
+			return err
+		}
+	}
+	if m.PrivateShm {
+		if err := mountPrivateShm(m.ShmReadOnly); err != nil {
 			return err
 		}
 	}
@@ -299,7 +319,7 @@ func openNoSymlinks(p string) (int, error) {
 	})
 	if err != nil {
 		if err == unix.ELOOP {
-			return -1, fmt.Errorf("mount namespace: %s: a path component is a symlink; refusing to follow it", p)
+			return -1, fmt.Errorf("mount namespace: %s: a path component is a symlink; refusing to follow it%s", p, symlinkFix(p))
 		}
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -361,7 +381,10 @@ func mask(p string) error {
 			return fmt.Errorf("mount namespace: mask %s: fsopen tmpfs: %w", p, err)
 		}
 		defer unix.Close(fs)
-		if err := unix.FsconfigSetString(fs, "mode", "0"); err != nil {
+		// Readable and empty: a session without CAP_DAC_OVERRIDE (every
+		// session) sees an empty directory, as root did before, instead
+		// of one it may not search.
+		if err := unix.FsconfigSetString(fs, "mode", "0555"); err != nil {
 			return fmt.Errorf("mount namespace: mask %s: %w", p, err)
 		}
 		if err := unix.FsconfigCreate(fs); err != nil {
@@ -387,4 +410,27 @@ func mask(p string) error {
 		return fmt.Errorf("mount namespace: mask %s: %w", p, err)
 	}
 	return nil
+}
+
+// symlinkFix names the first symlink on p and the command that replaces
+// it with the entry it points at, for the error a user acts on.
+func symlinkFix(p string) string {
+	cur := "/"
+	for _, comp := range strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/") {
+		cur = filepath.Join(cur, comp)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		target, err := filepath.EvalSymlinks(cur)
+		if err != nil {
+			return fmt.Sprintf("; %s is a dangling symlink: remove it with: rm %s", cur, shquote.Quote(cur))
+		}
+		return fmt.Sprintf("; %s is a symlink to %s: replace it with the real entry: rm %s && cp -a %s %s",
+			cur, target, shquote.Quote(cur), shquote.Quote(target), shquote.Quote(cur))
+	}
+	return ""
 }

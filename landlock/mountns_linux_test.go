@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,20 +14,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
-const (
-	childPlanEnv  = "OXS_LANDLOCK_TEST_MOUNT_PLAN"
-	childProbeEnv = "OXS_LANDLOCK_TEST_PROBES"
-)
+// The test binary doubles as the child (testutil.RunOp): "mount PLAN
+// PROBES" applies a MountPlan (JSON) in its own mount namespace and reports
+// what it could do afterwards (PROBES: one "op path" a line).
+var ops = map[string]testutil.Op{
+	"mount": func(a []string) int { return mountChild(a[0], a[1]) },
+}
 
-// TestMain doubles as the child that applies a MountPlan in its own mount
-// namespace and reports what it could do afterwards.
 func TestMain(m *testing.M) {
-	if plan := os.Getenv(childPlanEnv); plan != "" {
-		os.Exit(mountChild(plan, os.Getenv(childProbeEnv)))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -114,8 +112,7 @@ func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string 
 		t.Skip("needs root: mount namespaces and mounts")
 	}
 	b, _ := json.Marshal(p)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childPlanEnv+"="+string(b), childProbeEnv+"="+strings.Join(probes, "\n"))
+	cmd := testutil.OpCommand("mount", string(b), strings.Join(probes, "\n"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -212,7 +209,7 @@ func TestMountPlanFailsClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 			return MountPlan{Protected: []policy.Anchor{a}}
-		}, "symlink"},
+		}, "replace it with the real entry: rm '"},
 		{"symlinked parent", func(t *testing.T, ws string) MountPlan {
 			other := filepath.Join(filepath.Dir(ws), "realgit")
 			if err := os.Rename(filepath.Join(ws, ".git"), other); err != nil {
@@ -222,7 +219,7 @@ func TestMountPlanFailsClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 			return MountPlan{Protected: []policy.Anchor{anchor(t, filepath.Join(other, "config"))}, Pinned: []string{filepath.Join(ws, ".git")}}
-		}, "symlink"},
+		}, "replace it with the real entry: rm '"},
 		{"inode swapped since compile", func(t *testing.T, ws string) MountPlan {
 			a := anchor(t, filepath.Join(ws, ".git/config"))
 			// Create the replacement first so it cannot reuse the inode.
@@ -429,5 +426,38 @@ func TestViewWritableKeepsStateFileDirectories(t *testing.T) {
 				t.Fatalf("viewWritable = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrivateShm: the session's /dev/shm is its own: the host's entries
+// are not there, and what the session creates never reaches the host.
+func TestPrivateShm(t *testing.T) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		t.Skipf("no /dev/shm directory here (%v)", err)
+	}
+	host := fmt.Sprintf("/dev/shm/oxs-host-%d", os.Getpid())
+	if err := os.WriteFile(host, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(host) })
+	inside := fmt.Sprintf("/dev/shm/oxs-session-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(inside) })
+	for _, tc := range []struct {
+		readOnly bool
+		write    string
+	}{{false, "OK"}, {true, "EROFS"}} {
+		got := applyInChild(t, MountPlan{PrivateShm: true, ShmReadOnly: tc.readOnly}, []string{"read " + host, "write " + inside})
+		if got["apply"] != "" {
+			t.Fatalf("Apply: %s", got["apply"])
+		}
+		if got["read "+host] != "ENOENT" {
+			t.Errorf("read-only %v: the host's %s inside the session: %q, want ENOENT", tc.readOnly, host, got["read "+host])
+		}
+		if got["write "+inside] != tc.write {
+			t.Errorf("read-only %v: write %s: %q, want %s", tc.readOnly, inside, got["write "+inside], tc.write)
+		}
+		if _, err := os.Stat(inside); err == nil {
+			t.Errorf("%s, created in the session, is on the host", inside)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -31,8 +32,8 @@ func WritableDirs(c *policy.Compiled) (dirs, missing []string) {
 		dirs = append(dirs, a.Path)
 	}
 	if c.Mode == policy.ModeWorkspaceWrite {
-		if fi, err := os.Lstat("/dev/shm"); err == nil && fi.IsDir() {
-			dirs = append(dirs, "/dev/shm")
+		if fi, err := os.Lstat(devShm); err == nil && fi.IsDir() && !slices.Contains(dirs, devShm) {
+			dirs = append(dirs, devShm)
 		}
 	}
 	return dirs, missing
@@ -57,6 +58,60 @@ func viewWritable(c *policy.Compiled) []string {
 		}
 	}
 	return out
+}
+
+const devShm = "/dev/shm"
+
+// privateShm reports whether the session gets a /dev/shm of its own: in
+// every mode with filesystem rules, unless the policy lists /dev/shm as a
+// writable root (sharing the host's shared memory on purpose). Through
+// the host's /dev/shm a session could otherwise reach the POSIX shared
+// memory and semaphores of the user's other programs.
+func privateShm(c *policy.Compiled) bool {
+	if !c.FilesystemRules {
+		return false
+	}
+	for _, a := range c.WritableRoots {
+		if a.Path == devShm {
+			return false
+		}
+	}
+	fi, err := os.Lstat(devShm)
+	return err == nil && fi.IsDir()
+}
+
+// mountPrivateShm puts an empty tmpfs on /dev/shm (sticky, world
+// writable as /dev/shm is; read-only when the session may not write it).
+func mountPrivateShm(readOnly bool) error {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "mode", "1777"); err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: create tmpfs: %w", err)
+	}
+	attr := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	if readOnly {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	tree, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attr)
+	if err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: fsmount: %w", err)
+	}
+	defer unix.Close(tree)
+	target, err := openNoSymlinks(devShm)
+	if err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: %w", err)
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount namespace: private /dev/shm: %w", err)
+	}
+	return nil
 }
 
 // outermost drops every directory that lies below another one in dirs and

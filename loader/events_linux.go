@@ -27,8 +27,10 @@ type Source uint32
 const (
 	SourceFS  Source = 1 // BPF-LSM filesystem and self-protection programs
 	SourceNet Source = 2 // cgroup network programs
+	// SourceROView is the read-only view's EROFS audit (bpf/roview.c).
+	SourceROView Source = 3
 	// Sources bounds the values above (the size of the loss counter).
-	Sources = 3
+	Sources = 4
 )
 
 func (s Source) String() string {
@@ -37,6 +39,8 @@ func (s Source) String() string {
 		return "filesystem"
 	case SourceNet:
 		return "network"
+	case SourceROView:
+		return "read-only view"
 	}
 	return fmt.Sprintf("source(%d)", uint32(s))
 }

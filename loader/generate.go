@@ -38,3 +38,7 @@ package loader
 // no CO-RE. bpf/netinc stands in for the multiarch asm/ headers, which keeps
 // the build independent of the host architecture's include layout.
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" -type net_event -type net_session -type net_allow_key -type net_allow_val -type net_port_range net ../bpf/net.c -- -I../bpf -I../bpf/netinc
+
+// The read-only view's audit (bpf/roview.c): a raw tracepoint on every
+// system call's exit that reports EROFS of session tasks.
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" -type roview_event -type roview_syscall roview ../bpf/roview.c -- -I../bpf

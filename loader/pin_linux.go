@@ -353,6 +353,9 @@ func (p *FSPrograms) Objects() Objects {
 	for i, coll := range p.colls {
 		for name, m := range coll.Maps {
 			switch {
+			case strings.HasPrefix(name, "."):
+				// Global data (.bss, .rodata): not pinned (see pin), and
+				// a prefix must not hide that.
 			case i == 0:
 				objs.Maps[name] = m
 			case name == fsSessionsMap || name == eventRingMap || name == eventLostMap || name == eventFloodMap:

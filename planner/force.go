@@ -31,6 +31,7 @@ func (caps Capabilities) Force(unavailable map[string]bool) Capabilities {
 	for name, field := range map[string]*error{
 		LayerCgroup: &caps.Cgroup2, LayerMountNS: &caps.MountNS, LayerLandlock: &caps.Landlock,
 		LayerBPFLSM: &caps.BPFLSM, LayerNetwork: &caps.Network, LayerNetNS: &caps.NetNS,
+		LayerReadOnlyViewAudit: &caps.ReadOnlyViewAudit,
 	} {
 		if unavailable[name] {
 			*field = ErrForced

@@ -21,6 +21,9 @@ const (
 	LayerNetNS = "network-namespace"
 	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
 	LayerSeccomp = "seccomp"
+	// LayerReadOnlyViewAudit reports the EROFS refusals of the read-only
+	// view (bpf/roview.c), which no LSM sees.
+	LayerReadOnlyViewAudit = "read-only-view-audit"
 )
 
 // Verb is what the session is created by.
@@ -59,6 +62,9 @@ type Capabilities struct {
 	Network error
 	// NetNS is an empty network namespace for run's launcher.
 	NetNS error
+	// ReadOnlyViewAudit is the tracer that reports the read-only view's
+	// EROFS refusals (bpf/roview.c): nil when the host holds it.
+	ReadOnlyViewAudit error
 	// ActiveLSMs is the kernel's LSM list (/sys/kernel/security/lsm),
 	// for the remedy a refusal under sandbox.require names.
 	ActiveLSMs string
@@ -123,6 +129,10 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// SeccompSockets has the launcher's seccomp filter refuse the socket
+	// families and raw sockets the network programs cannot judge: where
+	// no BPF-LSM socket_create program refuses (and audits) them first.
+	SeccompSockets bool
 	// QuarantineNames watches the writable roots for protected names the
 	// session creates (no BPF-LSM refuses them) and moves them out
 	// (package quarantine).
@@ -131,6 +141,10 @@ type Plan struct {
 	// the writable roots: without BPF-LSM nothing else refuses chmod,
 	// chown or utimes there (Landlock has no right for them).
 	ReadOnlyView bool
+	// ReadOnlyViewAudit applies the host's tracer of the view's EROFS
+	// refusals, which no LSM sees. It is optional: without it the view
+	// still refuses, and ReadOnlyViewUnaudited is warned.
+	ReadOnlyViewAudit bool
 	// Network applies the host's cgroup network programs.
 	Network bool
 	// NetNS starts run's command in an empty network namespace (network
@@ -144,15 +158,23 @@ type Plan struct {
 }
 
 // Want is which BPF layers a policy would use: the host loads only those.
+// ReadOnlyViewAudit is wanted where BPF-LSM may turn out not to be the
+// filesystem layer; the host builds it only when its BPF-LSM layer is not
+// built.
 type Want struct {
-	BPFLSM  bool
-	Network bool
+	BPFLSM            bool
+	Network           bool
+	ReadOnlyViewAudit bool
 }
 
 // Wants returns the BPF layers c would use where the kernel has them.
 func Wants(c *policy.Compiled) Want {
-	return Want{BPFLSM: c.FilesystemRules, Network: needsNetwork(c.Network)}
+	return Want{BPFLSM: c.FilesystemRules, Network: needsNetwork(c.Network), ReadOnlyViewAudit: c.FilesystemRules}
 }
+
+// ReadOnlyViewUnaudited is the warning of a session whose read-only view
+// has no tracer (%v: why).
+const ReadOnlyViewUnaudited = "EROFS refusals are not audited (%v): writes, creations and metadata changes outside the writable roots are still refused by the read-only mount view, but leave no audit record"
 
 // needsNetwork: network full with every loopback service reachable is the
 // only policy the cgroup programs add nothing to. A zero Policy is none
@@ -247,6 +269,14 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 	}
 	p.MountNS = true
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
+	p.SeccompSockets = netPolicy(c) != policy.NetFull && !p.BPFLSM
+	if p.ReadOnlyView {
+		// Audit is observability, not the boundary: fail open, loudly.
+		p.ReadOnlyViewAudit = caps.ReadOnlyViewAudit == nil
+		if !p.ReadOnlyViewAudit {
+			p.Warnings = append(p.Warnings, fmt.Sprintf(ReadOnlyViewUnaudited, caps.ReadOnlyViewAudit))
+		}
+	}
 	if r, ok := c.Requires(policy.RequireBPFLSM); ok && c.FilesystemRules && !p.BPFLSM {
 		return &BoundaryError{LayerBPFLSM, requiredBPFLSM(r, caps)}
 	}

@@ -46,6 +46,7 @@ func machines() []machine {
 		},
 		{{"cgroup-net", func(*Capabilities) {}}, {"no-cgroup-net", func(c *Capabilities) { c.Network = errNoKernel }}},
 		{{"netns", func(*Capabilities) {}}, {"no-netns", func(c *Capabilities) { c.NetNS = ErrForced }}},
+		{{"roview-audit", func(*Capabilities) {}}, {"no-roview-audit", func(c *Capabilities) { c.ReadOnlyViewAudit = errNoKernel }}},
 	}
 	out := []machine{{}}
 	for _, d := range dims {
@@ -103,7 +104,7 @@ func TestDecideEveryCombination(t *testing.T) {
 			}
 		}
 	}
-	if want := 2 * 2 * 3 * 3 * 2 * 2 * len(policies()) * 2; n != want {
+	if want := 2 * 2 * 3 * 3 * 2 * 2 * 2 * len(policies()) * 2; n != want {
 		t.Fatalf("decided %d combinations, want %d", n, want)
 	}
 }
@@ -130,6 +131,12 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 	}
 	if p.BPFLSM && (caps.BPFLSM != nil || !c.FilesystemRules) {
 		t.Errorf("%s: BPF-LSM planned (policy has filesystem rules: %v; machine: %v)", name, c.FilesystemRules, caps.BPFLSM)
+	}
+	if p.ReadOnlyViewAudit && (caps.ReadOnlyViewAudit != nil || !p.ReadOnlyView) {
+		t.Errorf("%s: read-only view audit planned (view: %v; machine: %v)", name, p.ReadOnlyView, caps.ReadOnlyViewAudit)
+	}
+	if p.ReadOnlyView && !p.ReadOnlyViewAudit && !hasWarning(p, "EROFS refusals are not audited") {
+		t.Errorf("%s: the read-only view's refusals are unaudited without a warning: %q", name, p.Warnings)
 	}
 	if p.Network && (caps.Network != nil || !needNet) {
 		t.Errorf("%s: network layer planned (needed: %v; machine: %v)", name, needNet, caps.Network)
@@ -207,6 +214,8 @@ func TestDecide(t *testing.T) {
 	thisMachine := lsmLess // Landlock ABI 7, BPF-LSM refused, cgroup BPF loads
 	noNet := thisMachine
 	noNet.Network = errNoKernel
+	noTracer := thisMachine
+	noTracer.ReadOnlyViewAudit = errNoKernel
 	tests := []struct {
 		name    string
 		verb    Verb
@@ -218,11 +227,13 @@ func TestDecide(t *testing.T) {
 		{"bpf-lsm with landlock stacked", Run, "workspace-write/net-none", full,
 			Plan{Verb: Run, BPFLSM: true, Landlock: Optional, LandlockABI: 7, LandlockFallback: "landlock not stacked on BPF-LSM: %v", MountNS: true, Network: true}, ""},
 		{"landlock alone", Run, "workspace-write/net-none", thisMachine,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, Network: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, Network: true}, ""},
 		{"net none falls back to a namespace", Run, "workspace-write/net-none", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, NetNS: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true}, ""},
 		{"unset net is none, loopback up", Run, "workspace-write/net-unset", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, NetNS: true, LoopbackUp: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true, LoopbackUp: true}, ""},
+		{"read-only view without its audit tracer", Run, "workspace-write/net-none", noTracer,
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, SeccompSockets: true, Network: true}, ""},
 		{"allowlist refused without the network layer", Run, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork},
 		{"full-access needs no BPF", Run, "full-access", noNet,
 			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true}, ""},
@@ -256,8 +267,8 @@ func TestDecide(t *testing.T) {
 func TestWants(t *testing.T) {
 	pol := policies()
 	for name, want := range map[string]Want{
-		"workspace-write/net-none":         {BPFLSM: true, Network: true},
-		"read-only/full-net/loopback-none": {BPFLSM: true, Network: true},
+		"workspace-write/net-none":         {BPFLSM: true, Network: true, ReadOnlyViewAudit: true},
+		"read-only/full-net/loopback-none": {BPFLSM: true, Network: true, ReadOnlyViewAudit: true},
 		"external-sandbox/full-net":        {},
 		"full-access":                      {},
 	} {

@@ -12,7 +12,7 @@ import (
 
 // Probe measures what the kernel offers the layers package session builds
 // itself (cgroup v2, Landlock, the namespaces), with the layers named in
-// unavailable marked so. BPFLSM and Network are left for the enforcement
+// unavailable marked so. BPFLSM, Network and ReadOnlyViewAudit are left for the enforcement
 // host to fill in (see host.Host.Capabilities): they are what it loaded,
 // not what the kernel might load.
 func Probe(unavailable map[string]bool) Capabilities {
@@ -22,7 +22,7 @@ func Probe(unavailable map[string]bool) Capabilities {
 	}
 	caps.LandlockABI, caps.Landlock = landlock.ABI()
 	caps.LandlockAudits = caps.Landlock == nil && caps.LandlockABI >= landlock.AuditABI
-	caps.BPFLSM, caps.Network = ErrNotProvided, ErrNotProvided
+	caps.BPFLSM, caps.Network, caps.ReadOnlyViewAudit = ErrNotProvided, ErrNotProvided, ErrNotProvided
 	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil {
 		caps.ActiveLSMs = strings.TrimSpace(string(b))
 	}

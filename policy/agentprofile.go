@@ -29,6 +29,8 @@ type AgentProfile struct {
 	// Granted lists every value the profile added, by policy key, with
 	// the documentation or source it cites (for policy show).
 	Granted []EffectiveValue `json:"granted,omitempty"`
+	// Command is [agent.NAME.command] (Compiled.CommandTier).
+	Command *AgentCommand `json:"command,omitempty"`
 }
 
 // AgentOwner is the user a profile's missing state entries are created
@@ -72,12 +74,12 @@ func (d *doc) decodeAgentProfile(l *layer, name string, v any) error {
 	return nil
 }
 
-// agentLayer picks the session's agent profile (--agent, else detected
+// profileLayer picks the session's agent profile (--agent, else detected
 // from the command line) and turns it into a layer applied after the
 // user's files and before the flags. A managed lock still wins: the
 // profile's additions to a locked key are limited to what the lock
 // allows, and each one left out is said on opts.Warn.
-func profileLayer(opts LoadOptions, m *merged) (*layer, *AgentProfile, error) {
+func profileLayer(opts LoadOptions, m *merged, workspace string) (*layer, *AgentProfile, error) {
 	var prof *agent.Profile
 	how := ""
 	detected, at := agent.Detect(opts.Argv)
@@ -119,7 +121,7 @@ func profileLayer(opts LoadOptions, m *merged) (*layer, *AgentProfile, error) {
 		var out []agent.Grant
 		for i, v := range s.val.([]string) {
 			if key == "writable" || key == "read_only" && (filepath.IsAbs(v) || strings.HasPrefix(v, "~")) {
-				v = absPath(v, opts.Home, opts.Workspace)
+				v = absPath(v, opts.Home, workspace)
 			}
 			out = append(out, agent.Grant{Value: v, Source: s.elemSource(i)})
 		}
@@ -132,7 +134,7 @@ func profileLayer(opts LoadOptions, m *merged) (*layer, *AgentProfile, error) {
 
 	l := newLayer(prof.Source(), false)
 	src := prof.Source()
-	ap := &AgentProfile{Name: prof.Name, Source: how, Guarded: prof.Guarded}
+	ap := &AgentProfile{Name: prof.Name, Source: how, Guarded: prof.Guarded, Command: m.agentCommand(prof.Name, opts.Home, opts.Workspace)}
 	addList := func(key string, grants []agent.Grant, keep func(agent.Grant) bool) {
 		cur := m.get(key)
 		list := slices.Clone(cur.val.([]string))
@@ -179,9 +181,9 @@ func profileLayer(opts LoadOptions, m *merged) (*layer, *AgentProfile, error) {
 	// Rule files outside every writable root are read-only already, and
 	// there the filesystem layer audits a refused write; inside one
 	// (Codex's ~/.codex) they are protected paths.
-	roots := []string{opts.Workspace}
+	roots := []string{workspace}
 	for _, r := range m.strings("sandbox.writable_roots") {
-		roots = append(roots, absPath(r, opts.Home, opts.Workspace))
+		roots = append(roots, absPath(r, opts.Home, workspace))
 	}
 	for _, w := range g.Writable {
 		roots = append(roots, w.Value)
@@ -226,7 +228,7 @@ func (m *merged) agentEnv() []string {
 // agentEffective adds the profile's own values to policy show.
 func (m *merged) agentEffective(e *Effective, ap *AgentProfile) {
 	for _, k := range sortedKeys(m.eff) {
-		if strings.HasPrefix(k, "agent.") && (strings.Contains(k, ".profile.") || strings.HasPrefix(k, "agent.env.")) {
+		if strings.HasPrefix(k, "agent.") && (strings.Contains(k, ".profile.") || strings.Contains(k, ".command.") || strings.HasPrefix(k, "agent.env.")) {
 			s := m.eff[k]
 			e.Values = append(e.Values, EffectiveValue{Key: k, Value: s.val, Source: s.source()})
 		}

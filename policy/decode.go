@@ -56,7 +56,7 @@ func newLayer(name string, managed bool) *layer {
 	return &layer{name: name, managed: managed, settings: map[string]setting{}, agents: map[string]*agentLayer{}, locks: map[string]pos{}}
 }
 
-var topTables = []string{"agent", "audit", "env", "limits", "managed", "network", "permissions", "sandbox"}
+var topTables = []string{"agent", "audit", "env", "limits", "managed", "metrics", "network", "permissions", "sandbox"}
 
 // decodeLayer validates a parsed file against the schema.
 func decodeLayer(d *doc, managed bool) (*layer, error) {
@@ -121,6 +121,14 @@ func decodeLayer(d *doc, managed bool) (*layer, error) {
 					pol = NetFull
 				}
 				l.settings["network.policy"] = setting{val: string(pol), pos: p}
+				continue
+			}
+			if sub, ok := tbl[key].(map[string]any); ok && hasSubtable(sch, full) {
+				// A table below a table ([audit.otlp]): its keys are
+				// schema keys of three parts.
+				if err := d.decodeSubtable(l, sch, path, sub); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			spec, ok := sch[full]
@@ -383,8 +391,14 @@ func (d *doc) decodeAgents(l *layer, tbl map[string]any) error {
 				}
 				continue
 			}
+			if k == "command" {
+				if err := d.decodeAgentCommand(l, name, at[k]); err != nil {
+					return err
+				}
+				continue
+			}
 			if k != "permission" {
-				return d.unknownKey(append(slices.Clone(path), k), []string{"permission", "profile"})
+				return d.unknownKey(append(slices.Clone(path), k), []string{"command", "permission", "profile"})
 			}
 			pp := append(slices.Clone(path), k)
 			pt, ok := at[k].(map[string]any)

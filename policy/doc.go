@@ -19,7 +19,14 @@
 //     above decided prints a warning, since the file ships with the
 //     repository);
 //  4. the file given with --config;
-//  5. CLI flags.
+//  5. the agent profile (package agent) of the command the session runs,
+//     detected from LoadOptions.Argv or named with --agent: it adds its
+//     hosts, credentials, state and rule paths to the merged lists (and
+//     switches network "none" to "allowlist"), each value with the
+//     profile and its citation as source; a managed lock still wins
+//     (additions a lock forbids are left out with a warning), see
+//     agentprofile.go;
+//  6. CLI flags.
 //
 // Scalars override; lists replace the list of the layer above, except
 // that the built-in sets (credential paths, protected names, scrubbed
@@ -60,8 +67,18 @@
 //	[audit]       path, journald (also send every record to systemd-journald),
 //	              kernel_buffer (the BPF refusal ring buffer: a power of two,
 //	              64K..1G, default "4M"; locks may only raise it)
+//	[audit.otlp]  endpoint (an OTLP/HTTP collector URL the daemon exports every
+//	              record to; "" = off, the default; managed files only)
+//	[metrics]     listen (the daemon's Prometheus endpoint, "127.0.0.1:9464";
+//	              "" = off, the default; read from the managed files only)
 //	[permissions] default; [[permissions.rules]] tool, pattern, action
 //	[agent.NAME.permission] default; [[agent.NAME.permission.rules]]
+//	[agent.NAME.profile] (NAME a built-in profile: claude-code, codex,
+//	              opencode, aider) enabled, allow, writable, read_only,
+//	              passthrough (added to the profile's own)
+//	[agent.NAME.command] scrub, deny_hosts, read_only (what the agent's
+//	              commands lose besides the profile's credentials, hosts
+//	              and state: Compiled.CommandTier, docs/agents-tiers.md)
 //	[managed]     locked (managed files only)
 //
 // Unknown keys are errors. `oxsupervise policy show` prints every key with

@@ -25,6 +25,9 @@ type Flags struct {
 	// fs is the flag set the flags were registered on; nil when Flags was
 	// built by hand, in which case every non-zero field counts as set.
 	fs *pflag.FlagSet
+	// agentFlag is set by RegisterAgentFlag: policy check has a flag of
+	// the same name that means something else.
+	agentFlag bool
 }
 
 // Flag names, shared with the CLI help and with Effective sources.
@@ -61,6 +64,7 @@ func RegisterFlags(fs *pflag.FlagSet) *Flags {
 // has its own --agent, naming the agent whose permission rules apply).
 func RegisterAgentFlag(fs *pflag.FlagSet, f *Flags) {
 	fs.StringVar(&f.Agent, FlagAgent, "", "agent profile: claude-code | codex | opencode | aider | none (default: detected from the command)")
+	f.agentFlag = true
 }
 
 // changed reports whether the flag called name was given.
@@ -75,6 +79,9 @@ func (f *Flags) changed(name string) bool {
 		return f.Agent != ""
 	}
 	if f.fs != nil {
+		if name == FlagAgent && !f.agentFlag {
+			return false
+		}
 		return f.fs.Changed(name)
 	}
 	switch name {

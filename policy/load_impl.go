@@ -62,7 +62,7 @@ func resolve(opts LoadOptions) (*Resolved, *Effective, error) {
 		m.files = append(m.files, f.path)
 	}
 	m.seal()
-	pl, ap, err := profileLayer(opts, m)
+	pl, ap, err := profileLayer(opts, m, ws.Path)
 	if err != nil {
 		return nil, nil, err
 	}

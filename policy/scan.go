@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/openoxide/oxsupervise/internal/shquote"
 	"github.com/openoxide/oxsupervise/internal/treescan"
 )
 
@@ -126,7 +127,7 @@ func (s *scanner) protect(root, path string, isLink bool, src string) error {
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: "remove it or point it inside " + root}
+		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: "remove it: rm " + shquote.Quote(path)}
 	}
 	if err != nil {
 		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink that cannot be resolved: %v", err)}

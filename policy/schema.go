@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -71,7 +72,7 @@ var (
 // [agent.NAME.permission] and [managed], which are decoded separately).
 // Keep DESIGN §2's keys; add, never rename.
 func schema() map[string]keySpec {
-	return map[string]keySpec{
+	s := map[string]keySpec{
 		"sandbox.mode":                       {kind: kindString, enum: modeNames, tighten: tightenRank},
 		"sandbox.approval":                   {kind: kindString, enum: approvalNames, tighten: tightenRank},
 		"sandbox.allowed_modes":              {kind: kindStrings, enum: modeNames, tighten: tightenSubset},
@@ -104,6 +105,8 @@ func schema() map[string]keySpec {
 		"audit.kernel_buffer":                {kind: kindSize, tighten: tightenHigher, checkNum: checkKernelBuffer, hint: `a power of two from 64K to 1G, e.g. "16M"`},
 		"permissions.default":                {kind: kindString, enum: []string{string(ActionDeny), string(ActionAsk), string(ActionAllow)}, tighten: tightenRank},
 	}
+	maps.Copy(s, observabilitySchema()) // observability.go
+	return s
 }
 
 // aliasNetwork is the blueprint's shorthand `[sandbox] network = bool`
@@ -152,7 +155,7 @@ func expandLock(name string) []string {
 // extended at compile time by built-in sets (credential paths, protected
 // names, scrubbed variables) that no configuration can remove.
 func defaults() map[string]any {
-	return map[string]any{
+	d := map[string]any{
 		"sandbox.mode":                       string(ModeWorkspaceWrite),
 		"sandbox.approval":                   string(ApprovalUntrusted),
 		"sandbox.allowed_modes":              slices.Clone(modeNames),
@@ -185,6 +188,8 @@ func defaults() map[string]any {
 		"audit.kernel_buffer":                int64(DefaultKernelBuffer),
 		"permissions.default":                string(ActionAsk),
 	}
+	maps.Copy(d, observabilityDefaults()) // observability.go
+	return d
 }
 
 func checkNonEmpty(s string) error {

@@ -12,10 +12,9 @@ import (
 // goes into a nested session that has none of the three and the rest of
 // the user's policy.
 //
-// The values come from the agent's profile (package agent: its
-// Credentials, Hosts and State), resolved to absolute anchors by the
-// caller, plus what the policy files add. The file shape, to be decoded
-// beside [agent.NAME.profile]:
+// Compiled.CommandTier builds it from the session's agent profile
+// (package agent: its Credentials, Hosts and the State it granted) and
+// what the policy files add:
 //
 //	[agent.claude-code.command]
 //	scrub = ["MY_GATEWAY_KEY"]          # more names kept from commands
@@ -45,6 +44,9 @@ type CommandTier struct {
 // every host reachable.
 func CommandRequest(parent *Compiled, tier CommandTier) (*Compiled, []string) {
 	out := cloneCompiled(parent)
+	// A command is not the agent: no profile arguments, no rollback of the
+	// agent's guarded state files at its end.
+	out.Agent = nil
 	var warnings []string
 	src := "command tier of " + tier.Agent
 

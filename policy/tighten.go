@@ -76,9 +76,9 @@ func (e *WidenError) Is(target error) bool { return target == ErrWidens }
 //   - audit: the parent's, whatever the request says: the child's records
 //     go to the supervisor that serves the parent, and a child must not
 //     move its refusals out of the parent's log.
-//
-// Capabilities are not a dimension of Compiled: the launcher drops every
-// capability in every session, so a child has none to ask for.
+//   - sandbox.capabilities: the child's ⊆ the parent's (a session keeps
+//     no capability unless its policy names it); sandbox.require: the
+//     union (a child needs every mechanism its parent needs).
 //
 // Tighten does not modify its arguments.
 func Tighten(parent, request *Compiled) (*Compiled, error) {
@@ -241,6 +241,20 @@ func (t *tightener) envAndLimits() {
 	out.Env.Scrub = union(r.Env.Scrub, p.Env.Scrub)
 	out.Limits.PidsMax = t.lower("limits.pids_max", p.Limits.PidsMax, r.Limits.PidsMax, true)
 	out.Limits.MemoryMax = t.lower("limits.memory_max", p.Limits.MemoryMax, r.Limits.MemoryMax, true)
+	for _, c := range r.Capabilities {
+		if !slices.ContainsFunc(p.Capabilities, func(pc Capability) bool { return pc.Name == c.Name }) {
+			names := make([]string, len(p.Capabilities))
+			for i, pc := range p.Capabilities {
+				names[i] = pc.Name
+			}
+			t.widen("sandbox.capabilities", c.Name, fmtList(names))
+		}
+	}
+	for _, q := range p.Require {
+		if !slices.ContainsFunc(out.Require, func(x Requirement) bool { return x.Name == q.Name }) {
+			out.Require = append(out.Require, q)
+		}
+	}
 	if r.AllowUnsandboxedCommands && !p.AllowUnsandboxedCommands {
 		t.widen("sandbox.allow_unsandboxed_commands", "true", "false")
 	}
@@ -477,6 +491,9 @@ func cloneCompiled(c *Compiled) *Compiled {
 	out.ExcludedCommands = slices.Clone(c.ExcludedCommands)
 	out.Env.Scrub = slices.Clone(c.Env.Scrub)
 	out.Env.Passthrough = slices.Clone(c.Env.Passthrough)
+	out.Env.Set = slices.Clone(c.Env.Set)
+	out.Capabilities = slices.Clone(c.Capabilities)
+	out.Require = slices.Clone(c.Require)
 	out.Permissions.Rules = slices.Clone(c.Permissions.Rules)
 	out.Permissions.Agents = maps.Clone(c.Permissions.Agents)
 	out.Permissions.AgentDefaults = maps.Clone(c.Permissions.AgentDefaults)

@@ -39,6 +39,8 @@ func tightenParent() *Compiled {
 			UnknownHosts:      UnknownHostsAsk,
 			AskTimeoutSeconds: 30,
 		},
+		Capabilities:             []Capability{{Name: "CAP_CHOWN"}, {Name: "CAP_FOWNER"}},
+		Require:                  []Requirement{{Name: RequireBPFLSM}},
 		ExcludedCommands:         []string{"docker"},
 		AllowUnsandboxedCommands: true,
 		Env:                      Env{Scrub: []string{"*_TOKEN"}, Passthrough: []string{"ANTHROPIC_API_KEY", "LANG"}},
@@ -179,6 +181,15 @@ func TestTightenEveryDimension(t *testing.T) {
 		{name: "scrub is unioned", req: func(c *Compiled) { c.Env.Scrub = []string{"ANTHROPIC_*"} }, check: func(t *testing.T, out *Compiled) {
 			if !slices.Equal(out.Env.Scrub, []string{"ANTHROPIC_*", "*_TOKEN"}) {
 				t.Errorf("scrub = %v", out.Env.Scrub)
+			}
+		}},
+
+		// Capabilities and required mechanisms.
+		{name: "fewer capabilities", req: func(c *Compiled) { c.Capabilities = c.Capabilities[:1] }},
+		{name: "capability added", req: func(c *Compiled) { c.Capabilities = append(c.Capabilities, Capability{Name: "CAP_SYS_ADMIN"}) }, widen: "sandbox.capabilities", value: "CAP_SYS_ADMIN"},
+		{name: "requirements are inherited", req: func(c *Compiled) { c.Require = nil }, check: func(t *testing.T, out *Compiled) {
+			if len(out.Require) != 1 || out.Require[0].Name != RequireBPFLSM {
+				t.Errorf("require = %v, want the parent's bpf-lsm", out.Require)
 			}
 		}},
 

@@ -3,6 +3,7 @@
 package quarantine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/openoxide/oxsupervise/policy"
 )
+
+var errNoParent = errors.New("the entry's directory changed (a symlink or it vanished)")
 
 // move takes target (below r) out of the workspace: into
 // Dir/<session>/<target's absolute path>, with a numeric suffix when that

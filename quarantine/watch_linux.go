@@ -4,7 +4,6 @@ package quarantine
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,20 +33,20 @@ const maxFinalWalk = 200000
 
 // Watch is a running watch of one session's writable roots.
 type Watch struct {
-	opts    Options
-	c       *policy.Compiled
-	dir     string
-	names   map[string]bool
-	roots   []root
-	start   time.Time
-	fan     int // -1: no fanotify, the final walk does all the work
-	wake    int // eventfd that stops the loop
-	done    chan struct{}
-	byFSID  map[[2]int32]int
-	mu      sync.Mutex
-	moved   []Moved
-	defer_  map[string]bool
-	walkAll bool // an overflow or a root without a mark: walk at Close
+	opts        Options
+	c           *policy.Compiled
+	dir         string
+	names       map[string]bool
+	roots       []root
+	start       time.Time
+	fan         int // -1: no fanotify, the final walk does all the work
+	wake        int // eventfd that stops the loop
+	done        chan struct{}
+	byFSID      map[[2]int32]int
+	mu          sync.Mutex
+	moved       []Moved
+	deferredSet map[string]bool
+	walkAll     bool // an overflow or a root without a mark: walk at Close
 }
 
 type root struct {
@@ -60,7 +59,7 @@ type root struct {
 // Close walks the roots instead.
 func Start(opts Options) (*Watch, error) {
 	w := &Watch{opts: opts, c: opts.Policy, dir: opts.Dir, names: opts.Policy.ProtectedNames(), start: time.Now(),
-		fan: -1, wake: -1, byFSID: map[[2]int32]int{}, defer_: map[string]bool{}}
+		fan: -1, wake: -1, byFSID: map[[2]int32]int{}, deferredSet: map[string]bool{}}
 	if w.dir == "" {
 		w.dir = DefaultDir
 	}
@@ -300,7 +299,7 @@ func (w *Watch) created(path string, pid int, movedDir bool) {
 func (w *Watch) decide(r root, target string, isDir bool, pid int, p policy.ProtectedPattern) {
 	if deferred(target, isDir) {
 		w.mu.Lock()
-		w.defer_[target] = true
+		w.deferredSet[target] = true
 		w.mu.Unlock()
 		return
 	}
@@ -359,7 +358,7 @@ func (w *Watch) walk(r root, dir string, limit, pid int, finalCheck bool) bool {
 		}
 		if finalCheck && deferred(p, d.IsDir()) {
 			w.mu.Lock()
-			w.defer_[p] = true
+			w.deferredSet[p] = true
 			w.mu.Unlock()
 			return nil
 		}
@@ -402,8 +401,8 @@ func (w *Watch) Close() []Moved {
 	}
 	w.mu.Lock()
 	walkAll := w.walkAll
-	deferredPaths := make([]string, 0, len(w.defer_))
-	for p := range w.defer_ {
+	deferredPaths := make([]string, 0, len(w.deferredSet))
+	for p := range w.deferredSet {
 		deferredPaths = append(deferredPaths, p)
 	}
 	w.mu.Unlock()
@@ -415,7 +414,7 @@ func (w *Watch) Close() []Moved {
 		}
 		w.mu.Lock()
 		deferredPaths = deferredPaths[:0]
-		for p := range w.defer_ {
+		for p := range w.deferredSet {
 			deferredPaths = append(deferredPaths, p)
 		}
 		w.mu.Unlock()
@@ -456,8 +455,6 @@ func (w *Watch) closeFDs() {
 	}
 	w.roots, w.byFSID, w.fan, w.wake = nil, nil, -1, -1
 }
-
-var errNoParent = errors.New("the entry's directory changed (a symlink or it vanished)")
 
 // ignored reports whether p is, or lies below, an Options.Ignore directory.
 func (w *Watch) ignored(p string) bool {

@@ -60,8 +60,9 @@ func TestRunAuditsLandlockDenial(t *testing.T) {
 	logPath := filepath.Join(e.base, "audit", "audit.jsonl")
 	target := fmt.Sprintf("/etc/oxs-audit-test-%d", time.Now().UnixNano())
 	// Outside the writable roots the read-only view refuses a write with
-	// EROFS before Landlock is asked (the kernel audits no EROFS); a
-	// credential read is Landlock's refusal, and audited.
+	// EROFS before Landlock is asked: the view's tracer audits it (layer
+	// read-only-view). A credential read is Landlock's refusal, audited
+	// through the kernel audit log.
 	canary := filepath.Join(e.home, ".ssh", "canary")
 	r := e.run(t, nil, "run", "--audit-log", logPath, "--", "sh", "-c",
 		`"$FSOP" write `+target+`; "$FSOP" read `+canary+`; echo "session=$OXSUPERVISE_SESSION"`)
@@ -77,6 +78,7 @@ func TestRunAuditsLandlockDenial(t *testing.T) {
 		t.Fatalf("audit log: %v (stderr %q)", err, r.stderr)
 	}
 	var start, stop, denial bool
+	roview := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var rec logRecord
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -96,10 +98,16 @@ func TestRunAuditsLandlockDenial(t *testing.T) {
 				rec.Process != nil && rec.Process.Name == "fsop" && rec.Ox.Mode == "workspace-write" {
 				denial = true
 			}
+			if rec.Ox.Layer == "read-only-view" && rec.Ox.Errno == int(unix.EROFS) && rec.File != nil && rec.File.Path == target &&
+				rec.Event.Action == "open" && rec.Process != nil && rec.Process.Name == "fsop" && rec.Ox.Mode == "workspace-write" &&
+				rec.Ox.Rule == "read-only outside the writable roots" {
+				roview++
+			}
 		}
 	}
-	if !start || !stop || !denial {
-		t.Errorf("audit log lacks records: session_start %v, session_stop %v, landlock denial of fsop reading %s %v; stderr %q; log:\n%s",
-			start, stop, canary, denial, r.stderr, b)
+	if !start || !stop || !denial || roview != 1 {
+		t.Errorf("audit log lacks records: session_start %v, session_stop %v, landlock denial of fsop reading %s %v, "+
+			"read-only-view denials of fsop writing %s %d (want 1); stderr %q; log:\n%s",
+			start, stop, canary, denial, target, roview, r.stderr, b)
 	}
 }

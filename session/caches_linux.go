@@ -25,9 +25,13 @@ const SandboxCacheDir = "oxsupervise-sandbox"
 
 // sandboxCaches is what prepareSandboxCaches set up.
 type sandboxCaches struct {
-	root   string
-	policy *policy.Compiled // the session's policy with root as a writable root
-	env    []string         // the session's environment pointing the tools at root
+	root string
+	// created are the directories this session created, deepest last:
+	// removed again at its end while still empty, so that a session
+	// that used no cache leaves nothing behind.
+	created []string
+	policy  *policy.Compiled // the session's policy with root as a writable root
+	env     []string         // the session's environment pointing the tools at root
 }
 
 // cacheVars are the variables that point each tool at its directory below
@@ -70,8 +74,12 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 	for _, v := range cacheVars {
 		subdirs = append(subdirs, filepath.Join(".cache", SandboxCacheDir, v.dir))
 	}
+	var created []string
 	for _, d := range subdirs {
-		if err := mkdirOwned(real, d, uid, gid); err != nil {
+		made, err := mkdirOwned(real, d, uid, gid)
+		created = append(created, made...)
+		if err != nil {
+			removeEmpty(created)
 			return nil, fmt.Errorf("sandbox caches: %w", err)
 		}
 	}
@@ -81,7 +89,7 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 	p := *c
 	p.WritableRoots = append(slices.Clone(c.WritableRoots), policy.Anchor{
 		Path: root, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true, Source: "default (sandbox caches, " + root + ")"})
-	out := &sandboxCaches{root: root, policy: &p}
+	out := &sandboxCaches{root: root, created: created, policy: &p}
 	set := map[string]string{}
 	for _, v := range cacheVars {
 		set[v.name] = filepath.Join(root, v.dir)
@@ -126,35 +134,53 @@ func userGoModCache(env []string, home string) string {
 
 // mkdirOwned creates rel below base, component by component, never
 // following a symlink, and gives each directory it creates to uid:gid.
-func mkdirOwned(base, rel string, uid, gid int) error {
+// It returns the directories it created.
+func mkdirOwned(base, rel string, uid, gid int) (created []string, err error) {
 	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", base, err)
+		return nil, fmt.Errorf("open %s: %w", base, err)
 	}
 	path := base
 	for _, comp := range strings.Split(rel, "/") {
 		path = filepath.Join(path, comp)
 		err := unix.Mkdirat(fd, comp, 0o700)
-		created := err == nil
+		made := err == nil
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			unix.Close(fd)
-			return fmt.Errorf("mkdir %s: %w", path, err)
+			return created, fmt.Errorf("mkdir %s: %w", path, err)
 		}
 		next, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("open %s (a symlink is refused): %w", path, err)
+			return created, fmt.Errorf("open %s (a symlink is refused): %w", path, err)
 		}
 		fd = next
-		if created {
+		if made {
+			created = append(created, path)
 			if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
 				unix.Close(fd)
-				return fmt.Errorf("chown %s: %w", path, err)
+				return created, fmt.Errorf("chown %s: %w", path, err)
 			}
 		}
 	}
 	unix.Close(fd)
-	return nil
+	return created, nil
+}
+
+// removeEmpty removes the directories in created that are still empty,
+// deepest first (rmdir never removes content).
+func removeEmpty(created []string) {
+	for i := len(created) - 1; i >= 0; i-- {
+		unix.Rmdir(created[i])
+	}
+}
+
+// close removes the cache directories this session created and did not
+// use.
+func (c *sandboxCaches) close() {
+	if c != nil {
+		removeEmpty(c.created)
+	}
 }
 
 func envValue(env []string, name string) string {

@@ -47,3 +47,30 @@ func TestRunMetadataOutsideRoots(t *testing.T) {
 		t.Errorf("own.txt after chmod/utimes in the session: %v, %v; want mode 0777, mtime 1", fi, err)
 	}
 }
+
+// TestRunPrivateShm: a session's /dev/shm is its own: the user's other
+// programs' shared memory is not there, and what the session creates
+// there (a multiprocessing semaphore, a file) never reaches the host.
+func TestRunPrivateShm(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		t.Skipf("no /dev/shm directory here (%v)", err)
+	}
+	e := newEnv(t)
+	host := filepath.Join("/dev/shm", "oxs-host-"+filepath.Base(e.base))
+	mustWrite(t, host, "host secret\n")
+	t.Cleanup(func() { os.Remove(host) })
+	inside := filepath.Join("/dev/shm", "oxs-session-"+filepath.Base(e.base))
+	t.Cleanup(func() { os.Remove(inside) })
+	e.runOps(t, "workspace-write", []op{
+		{"read-host-shm", "read " + host, []string{"ENOENT"}},
+		{"write-own-shm", "write " + inside, ok},
+	})
+	if exists(inside) {
+		t.Errorf("%s, created in the session, is on the host", inside)
+	}
+	if got := mustRead(t, host); got != "host secret\n" {
+		t.Errorf("%s changed: %q", host, got)
+	}
+}

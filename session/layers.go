@@ -18,6 +18,8 @@ const (
 	LayerNetwork  = planner.LayerNetwork
 	LayerNetNS    = planner.LayerNetNS
 	LayerSeccomp  = planner.LayerSeccomp
+	// LayerReadOnlyViewAudit is ROViewLayer.
+	LayerReadOnlyViewAudit = planner.LayerReadOnlyViewAudit
 )
 
 // ForceUnavailableEnv names the environment variable that marks layers as
@@ -107,6 +109,8 @@ func externalCapabilities(caps planner.Capabilities, layers []SessionLayer) plan
 			caps.BPFLSM = nil
 		case LayerNetwork:
 			caps.Network = nil
+		case LayerReadOnlyViewAudit:
+			caps.ReadOnlyViewAudit = nil
 		}
 	}
 	return caps

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/testutil"
+
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
@@ -154,19 +156,12 @@ func (w *netWorld) listen(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			w.mu.Lock()
-			w.accepted[addr]++
-			w.mu.Unlock()
-			c.Close()
-		}
-	}()
+	testutil.Serve(t, ln, func(c net.Conn) {
+		w.mu.Lock()
+		w.accepted[addr]++
+		w.mu.Unlock()
+		c.Close()
+	})
 }
 
 func (w *netWorld) acceptedAt(addr string) int {

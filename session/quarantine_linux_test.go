@@ -4,6 +4,7 @@ package session_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,7 @@ func TestRunQuarantinesProtectedNames(t *testing.T) {
 		{"nested-git-fsmonitor", `git init -q nested; git -C nested config core.fsmonitor 'touch /tmp/pwned'`, "nested/.git/config", "nested/.git/hooks"},
 		{"rename-into-place", `mkdir staging && echo '{}' > staging/settings.json && mv staging .cursor`, ".cursor", ""},
 		{"dir-renamed-with-names-inside", `mkdir -p carrier/.idea && echo x > carrier/.idea/workspace.xml && mv carrier moved`, "moved/.idea", "carrier/.idea"},
+		{"symlink-at-protected-name", `ln -s ` + e.outside + ` .openoxide`, ".openoxide", ""},
 		{"git-file-elsewhere", `echo "gitdir: ` + filepath.Join(e.outside, "evil-gitdir") + `" > sub/.git`, "sub/.git", ""},
 	}
 	var script strings.Builder
@@ -144,5 +146,42 @@ func TestRunRequireBPFLSM(t *testing.T) {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
+	}
+}
+
+// TestRunReportsSymlinkAtProtectedName: a symlink at a protected name
+// that exists when the session starts (planted by an earlier session, or
+// by hand) refuses the run, and the message is the command that fixes it.
+func TestRunReportsSymlinkAtProtectedName(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	for _, tc := range []struct {
+		name, link, target string
+		code               int
+		fix                string
+	}{
+		// Outside the workspace: the policy refuses to compile (exit 2).
+		{"outside", ".openoxide", "outside", 2, "rm '%[1]s' && cp -a '%[2]s' '%[1]s'"},
+		// Inside it: the mount layer refuses to follow it (exit 125).
+		{"inside", ".vscode", "ws/sub", 125, "rm '%[1]s' && cp -a '%[2]s' '%[1]s'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			link, target := filepath.Join(e.ws, tc.link), filepath.Join(e.base, tc.target)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			marker := filepath.Join(e.ws, "marker")
+			r := e.run(t, nil, "run", "--", "touch", marker)
+			if r.code != tc.code || exists(marker) {
+				t.Errorf("exit %d (want %d), marker %v\nstderr %s", r.code, tc.code, exists(marker), r.stderr)
+			}
+			if fix := fmt.Sprintf(tc.fix, link, target); !strings.Contains(r.stderr, fix) {
+				t.Errorf("stderr lacks the fixing command %q:\n%s", fix, r.stderr)
+			}
+			if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("the symlink was changed: %v %v", fi, err)
+			}
+		})
 	}
 }

@@ -39,6 +39,10 @@ type Plan struct {
 	// QuarantineNames watches the writable roots for protected names the
 	// session creates (no BPF-LSM refuses them) and moves them out.
 	QuarantineNames bool
+	// RestrictSockets makes seccomp refuse the socket families and types
+	// the network programs cannot judge: network is not "full", and no
+	// BPF-LSM socket_create program (which refuses them, audited) runs.
+	RestrictSockets bool
 	Layers          []string
 	// Warnings are binding's own (Landlock's ABI); the planner's are the
 	// planner.Plan's.
@@ -120,6 +124,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	if caches != nil {
 		opts.Policy, env = caches.policy, caches.env
+		defer caches.close()
 	}
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
@@ -202,7 +207,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(append(env, opts.SessionEnv...), SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		RestrictSockets: opts.Policy.Network.Policy != policy.NetFull,
+		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
 	names := startNameWatch(plan, opts, id, caches, aud, warn)

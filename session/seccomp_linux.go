@@ -21,7 +21,9 @@ import (
 //     on a kernel without io_uring (callers such as libuv fall back to
 //     plain syscalls): io_uring operations do not pass seccomp, and
 //     openat, connect or socket through a ring would pass this filter.
-//   - unless network is "full", socket(2) in a family other than AF_UNIX,
+//   - unless network is "full" or BPF-LSM's socket_create program
+//     judges sockets (it refuses the same families, audited with the
+//     family), socket(2) in a family other than AF_UNIX,
 //     AF_INET, AF_INET6 and AF_NETLINK with EAFNOSUPPORT (as a kernel
 //     without that family answers), and raw or packet-type sockets of
 //     AF_INET and AF_INET6 with EPERM (as without CAP_NET_RAW): the

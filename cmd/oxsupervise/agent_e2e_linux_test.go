@@ -30,7 +30,7 @@ var npmAgents = struct {
 	err  error
 }{}
 
-var agentPackages = []string{"@anthropic-ai/claude-code", "@openai/codex"}
+var agentPackages = []string{"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai"}
 
 func agentBin(t *testing.T, name string) string {
 	t.Helper()
@@ -155,17 +155,7 @@ func otherListener(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testutil.Serve(t, ln, nil).Addr().(*net.TCPAddr).Port
 }
 
 // runAsSudo runs `oxsupervise run --audit-log LOG -- argv...` the way sudo
@@ -175,8 +165,10 @@ func runAsSudo(t *testing.T, bin string, u *agentUser, auditLog string, env []st
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-test.run=^TestCLIHelperProcess$", "--", "run", "--audit-log", auditLog, "--"}, argv...)...)
 	cmd.Dir = u.ws
+	// pinDirEnv: a standalone run as root keeps no BPF programs pinned on
+	// the machine.
 	cmd.Env = append([]string{cliAsEnv + "=1", "HOME=/root", "USER=root", "SUDO_USER=" + u.name,
-		"SUDO_UID=" + strconv.Itoa(u.uid), "SUDO_GID=" + strconv.Itoa(u.gid)}, env...)
+		"SUDO_UID=" + strconv.Itoa(u.uid), "SUDO_GID=" + strconv.Itoa(u.gid), pinDirEnv + "=off"}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -217,10 +209,17 @@ func runThroughDaemon(t *testing.T, w *cliWorld, u *agentUser, env []string, arg
 // checkSeedResults asserts the recorded tool results, the audit log and
 // the files' states after an agent ran seedScript.
 //
-// settingsAudited is false where the settings file lies inside a writable
-// root (Codex's ~/.codex): there the session's mount namespace keeps it
-// read-only (EROFS), a refusal the Landlock path does not audit yet.
-func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int, settingsAudited bool) {
+// audited says which of the two file refusals are Landlock's (EACCES)
+// rather than the session's read-only mount view's (EROFS, audited by the
+// read-only view's tracer, bpf/roview.c). The view keeps
+// writable only the writable roots and the directories of writable state
+// files: with Claude Code's ~/.claude.json the home directory stays
+// mount-writable and Landlock refuses ../outside-the-project.txt there;
+// for Codex and OpenCode the view refuses it. Codex's config.toml lies
+// inside its writable ~/.codex, protected by a read-only bind mount.
+type audited struct{ outside, settings bool }
+
+func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog, settings, settingsBefore string, otherPort int, want audited) {
 	t.Helper()
 	res := api.Results()
 	for _, s := range seedScript(u, otherPort, settings) {
@@ -281,20 +280,41 @@ func checkSeedResults(t *testing.T, api *modelapi.Server, u *agentUser, auditLog
 	}
 	log := string(b)
 	missing := false
-	for _, want := range [][]string{
+	records := [][]string{
 		{`"kind":"denial"`, `"path":"` + u.canary + `"`},
 		{`"kind":"denial"`, `"action":"connect"`, `"port":` + strconv.Itoa(otherPort)},
+	}
+	refusedBy := func(step string, byLandlock bool) {
+		t.Helper()
+		errText := "Read-only file system"
+		if byLandlock {
+			errText = "Permission denied"
+		}
+		// bash says "Permission denied", zsh "permission denied".
+		if !strings.Contains(strings.ToLower(res[step].Output), strings.ToLower(errText)) {
+			t.Errorf("step %s: want %q (refused by %s), got %q", step, errText, map[bool]string{true: "Landlock", false: "the read-only view"}[byLandlock], res[step].Output)
+		}
+	}
+	refusedBy("outside", want.outside)
+	refusedBy("settings", want.settings)
+	outside := filepath.Join(u.home, "outside-the-project.txt")
+	if want.outside {
 		// Landlock names the directory a file could not be created in.
-		{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`},
-	} {
+		records = append(records, []string{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"path":"` + u.home + `"`})
+	} else {
+		// The read-only view's tracer names the file (errno 30, EROFS).
+		records = append(records, []string{`"kind":"denial"`, `"command_line":"touch ../outside-the-project.txt"`, `"layer":"read-only-view"`, `"errno":30`, `"path":"` + outside + `"`})
+	}
+	if want.settings {
+		records = append(records, []string{`"kind":"denial"`, `"path":"` + settings + `"`})
+	} else {
+		records = append(records, []string{`"kind":"denial"`, `"layer":"read-only-view"`, `"errno":30`, `"path":"` + settings + `"`})
+	}
+	for _, want := range records {
 		if !testutil.LineHasAll(log, want...) {
 			t.Errorf("no audit record with %q in %s", want, auditLog)
 			missing = true
 		}
-	}
-	if settingsAudited && !testutil.LineHasAll(log, `"kind":"denial"`, `"path":"`+settings+`"`) {
-		t.Errorf("no audit record for the write to %s", settings)
-		missing = true
 	}
 	if missing {
 		t.Logf("audit log:\n%s", log)
@@ -339,7 +359,11 @@ func TestAgentClaudeCode(t *testing.T) {
 			os.Lchown(settings, u.uid, u.gid)
 
 			other := otherListener(t)
-			api, err := modelapi.Anthropic(seedScript(u, other, settings), "Bash")
+			// Besides the seed checks: an MCP server added to
+			// ~/.claude.json, which is writable state but would start a
+			// program outside the boundary the next time claude runs.
+			addMCP := modelapi.Step{Name: "mcp", Command: `python3 -c 'import json,os; p=os.path.expanduser("~/.claude.json"); d=json.load(open(p)); d["mcpServers"]={"evil":{"command":"/bin/sh","args":["-c","id"]}}; json.dump(d,open(p,"w"))'; echo "exit=$?"`}
+			api, err := modelapi.Anthropic(append(seedScript(u, other, settings), addMCP), "Bash")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,15 +378,25 @@ func TestAgentClaudeCode(t *testing.T) {
 			if !strings.Contains(res.stdout, modelapi.FinalText) {
 				t.Errorf("claude did not print the model's final message")
 			}
-			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, true)
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{outside: true, settings: true})
 			// Its state was written: the transcript of this session below
 			// ~/.claude/projects, and ~/.claude.json.
 			transcripts, _ := filepath.Glob(filepath.Join(u.home, ".claude", "projects", "*", "*.jsonl"))
 			if len(transcripts) == 0 {
 				t.Errorf("no transcript below ~/.claude/projects")
 			}
-			if b, err := os.ReadFile(filepath.Join(u.home, ".claude.json")); err != nil || !strings.Contains(string(b), `"firstStartTime"`) {
+			b, err := os.ReadFile(filepath.Join(u.home, ".claude.json"))
+			if err != nil || !strings.Contains(string(b), `"firstStartTime"`) {
 				t.Errorf("~/.claude.json was not written by the agent: %q %v", b, err)
+			}
+			if out := api.Results()["mcp"].Output; !strings.Contains(out, "exit=0") {
+				t.Errorf("writing ~/.claude.json from a tool failed: %q", out)
+			}
+			if strings.Contains(string(b), "evil") {
+				t.Errorf("the MCP server the session added survived it: %s", b)
+			}
+			if log, _ := os.ReadFile(auditLog); !testutil.LineHasAll(string(log), `"action":"rollback"`, `"rule":"agent profile claude-code: mcpServers starts programs`) {
+				t.Errorf("no audit record of the rollback of mcpServers in %s", auditLog)
 			}
 		})
 	}
@@ -412,10 +446,49 @@ func TestAgentCodex(t *testing.T) {
 			if !strings.Contains(res.stderr, "sandbox: danger-full-access") {
 				t.Errorf("codex did not run with its own sandbox off (the profile's -c sandbox_mode)")
 			}
-			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, false)
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{})
 			sessions, _ := filepath.Glob(filepath.Join(u.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
 			if len(sessions) == 0 {
 				t.Errorf("no session rollout below ~/.codex/sessions")
+			}
+		})
+	}
+}
+
+// OpenCode, installed from npm (opencode-ai), run by `sudo oxsupervise run
+// -- opencode run` and through the daemon, with nothing configured but
+// ANTHROPIC_BASE_URL: the same checks as for the other agents.
+func TestAgentOpenCode(t *testing.T) {
+	testutil.RequireRoot(t)
+	binDir := agentBin(t, "opencode")
+	for _, route := range agentRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			w := newCLIWorld(t)
+			u := newAgentUser(t, w.base)
+			settings := filepath.Join(u.home, ".config", "opencode", "opencode.jsonc")
+			os.MkdirAll(filepath.Dir(settings), 0o700)
+			settingsBefore := "{}\n"
+			os.WriteFile(settings, []byte(settingsBefore), 0o600)
+			filepath.Walk(filepath.Join(u.home, ".config"), func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
+
+			other := otherListener(t)
+			api, err := modelapi.Anthropic(seedScript(u, other, settings), "bash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			res, auditLog := route.run(t, w, u,
+				[]string{"PATH=" + binDir + ":/usr/bin:/bin", "ANTHROPIC_BASE_URL=" + api.URL + "/v1", "ANTHROPIC_API_KEY=sk-ant-standin"},
+				// The agent's own permission prompts are off (as Claude
+				// Code's are above), so the kernel is what refuses.
+				"opencode", "run", "--dangerously-skip-permissions", "--model", "anthropic/claude-sonnet-4-5", "Run the scripted steps.")
+			t.Logf("opencode: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			if res.code != 0 {
+				t.Errorf("opencode exited %d", res.code)
+			}
+			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{settings: true})
+			if _, err := os.Stat(filepath.Join(u.home, ".local", "share", "opencode", "opencode.db")); err != nil {
+				t.Errorf("OpenCode's database was not written: %v", err)
 			}
 		})
 	}

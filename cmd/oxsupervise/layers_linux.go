@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
@@ -101,7 +99,7 @@ func holdAttached(ctx context.Context, warn io.Writer, h *host.Host, plan *plann
 		closeHost(h, warn)
 		return
 	}
-	if waitUnpopulated(ctx, g.Path) {
+	if _, err := g.WaitEnd(ctx); err != nil {
 		fmt.Fprintf(warn, "oxsupervise attach: session %s: interrupted; ending the session\n", e.ID)
 	}
 	kctx, cancel := context.WithTimeout(context.Background(), cgroup.DefaultTimeout)
@@ -117,23 +115,5 @@ func holdAttached(ctx context.Context, warn io.Writer, h *host.Host, plan *plann
 	}
 	if err := reg.Delete(e.ID); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(warn, "oxsupervise attach: session %s: %v\n", e.ID, err)
-	}
-}
-
-// waitUnpopulated polls dir's cgroup.events until the group is empty or
-// gone; it reports whether ctx ended the wait instead.
-func waitUnpopulated(ctx context.Context, dir string) bool {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-		if err != nil || strings.Contains(string(b), "populated 0") {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return true
-		case <-tick.C:
-		}
 	}
 }

@@ -43,10 +43,10 @@ func cmdAgents(ctx context.Context, s streams, args []string) int {
 	if *asJSON {
 		type jsonProfile struct {
 			*agent.Profile
-			Endpoints any `json:"Endpoints,omitempty"`
-			// Default are the endpoints when the agent's base-URL settings are unset.
-			DefaultEndpoints []agent.Entry
-			Installed        []agent.Installed
+			// DefaultEndpoints are the model API endpoints when the
+			// agent's base-URL settings are unset.
+			DefaultEndpoints []agent.Entry     `json:"default_endpoints,omitempty"`
+			Installed        []agent.Installed `json:"installed,omitempty"`
 		}
 		var out []jsonProfile
 		found := agent.Find(os.Getenv("PATH"))
@@ -84,8 +84,12 @@ func defaultEndpoints(p *agent.Profile) []agent.Entry {
 }
 
 func writeProfile(w io.Writer, p *agent.Profile) {
-	fmt.Fprintf(w, "%s — %s (commands: %s; packages: %s; checked against %s)\n", p.Name, p.Title,
-		strings.Join(p.Commands, ", "), strings.Join(p.Packages, ", "), strings.Join(p.Checked, ", "))
+	checked := "checked against " + strings.Join(p.Checked, ", ")
+	if len(p.Checked) == 0 {
+		checked = "from its documentation only, not checked against a running version"
+	}
+	fmt.Fprintf(w, "%s — %s (commands: %s; packages: %s; %s)\n", p.Name, p.Title,
+		strings.Join(p.Commands, ", "), strings.Join(p.Packages, ", "), checked)
 	section := func(title string, entries []agent.Entry) {
 		if len(entries) == 0 {
 			return

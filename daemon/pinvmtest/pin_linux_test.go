@@ -32,12 +32,16 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
-const (
-	// daemonEnv makes the test binary a daemon configured by the JSON
-	// daemonOpts in it, stopped gracefully by SIGTERM.
-	daemonEnv = "OXS_PINVM_DAEMON"
-	// fsopVerb makes it write one file and print OK or the errno name.
-	fsopVerb = "__fsop"
+// The test binary's helper processes (testutil.RunOp): "daemon JSON" is a
+// daemon configured by the JSON daemonOpts, stopped gracefully by SIGTERM;
+// "fsop PATH" writes one file and prints OK or the errno name (scripts in a
+// session run it as "$SELF" fsopVerb PATH).
+var (
+	ops = map[string]testutil.Op{
+		"daemon": func(a []string) int { return daemonMain(a[0]) },
+		"fsop":   func(a []string) int { return fsop(a[0]) },
+	}
+	fsopVerb = testutil.OpArgs("fsop")[0]
 )
 
 type daemonOpts struct {
@@ -45,12 +49,7 @@ type daemonOpts struct {
 }
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == fsopVerb {
-		os.Exit(fsop(os.Args[2]))
-	}
-	if v := os.Getenv(daemonEnv); v != "" {
-		os.Exit(daemonMain(v))
-	}
+	testutil.RunOp(ops)
 	os.Exit(m.Run())
 }
 
@@ -147,8 +146,8 @@ func (w *world) startDaemon(t *testing.T) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	o, _ := json.Marshal(w.opts)
 	self, _ := os.Executable()
-	cmd := exec.Command(self)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", daemonEnv + "=" + string(o)}
+	cmd := exec.Command(self, testutil.OpArgs("daemon", string(o))...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

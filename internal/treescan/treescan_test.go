@@ -318,4 +318,3 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
-

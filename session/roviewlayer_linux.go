@@ -1,0 +1,211 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/bpfring"
+	"github.com/openoxide/oxsupervise/loader"
+)
+
+// ROViewConfig configures NewROViewLayer.
+type ROViewConfig struct {
+	// Events is the ring buffer shared with the other BPF layers; nil
+	// opens one for this layer alone.
+	Events *bpfring.Ring
+	// Warn receives warnings (audit records that could not be written,
+	// lost kernel events).
+	Warn io.Writer
+	// Flood tunes the per-session flood control, in the kernel and in
+	// front of the audit sink.
+	Flood audit.FloodOptions
+}
+
+// ROViewLayer is the SessionLayer LayerReadOnlyViewAudit: the audit of
+// the read-only view's refusals (bpf/roview.c). The Landlock path's mount
+// view refuses writes and metadata changes outside the writable roots with
+// EROFS before any LSM runs; this layer reports each of them as a denial
+// of layer read-only-view. It refuses nothing itself.
+//
+// Its program runs on the exit of every system call of the machine, so it
+// is attached only while at least one session is applied.
+type ROViewLayer struct {
+	objs loader.ROViewObjects
+	ev   kernelEvents
+	// calls names each system call number (event.reason).
+	calls map[int]loader.ROViewCall
+
+	mu sync.Mutex
+	// link is the attached program, nil while no session is applied.
+	link link.Link
+}
+
+// The rule of every read-only view denial.
+const roviewRule = "read-only outside the writable roots"
+
+// NewROViewLayer loads the program, unattached. An error means EROFS
+// refusals cannot be audited on this kernel (no raw tracepoints, no ring
+// buffer).
+func NewROViewLayer(cfg ROViewConfig) (*ROViewLayer, error) {
+	l := &ROViewLayer{calls: loader.ROViewTable(),
+		ev: kernelEvents{src: loader.SourceROView, layer: audit.LayerReadOnlyView, what: "read-only view", flood: cfg.Flood}}
+	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
+		return nil, err
+	}
+	if err := loader.LoadROView(&l.objs, l.ev.ring.Maps()); err != nil {
+		l.ev.closeAll(func() error { return nil })
+		return nil, err
+	}
+	// Attaching is what a kernel without raw tracepoints refuses: try it
+	// now, so that the layer is only built where it works.
+	lk, err := loader.AttachROView(&l.objs)
+	if err != nil {
+		l.objs.Close()
+		l.ev.closeAll(func() error { return nil })
+		return nil, err
+	}
+	lk.Close()
+	l.ev.record = func(es *eventSession, _ bpfring.Header, raw []byte) (*audit.Record, error) {
+		e, err := loader.DecodeROView(raw)
+		if err != nil {
+			return nil, err
+		}
+		return l.record(e, es.id, es.mode, time.Now()), nil
+	}
+	l.ev.forget = l.forget
+	return l, nil
+}
+
+// Name implements SessionLayer.
+func (l *ROViewLayer) Name() string { return LayerReadOnlyViewAudit }
+
+// activatesBeforeExec: the launcher's own setup of the mount view is not
+// the session's doing; its refusals are reported from the exec gate on.
+func (l *ROViewLayer) activatesBeforeExec() {}
+
+// Apply starts reporting s's EROFS refusals, attaching the program for
+// the first session.
+func (l *ROViewLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Context) error, error) {
+	if s.Policy == nil {
+		return nil, errors.New("no policy")
+	}
+	es, err := l.ev.open(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.add(s.CgroupID); err != nil {
+		l.ev.abort(s.CgroupID)
+		return nil, err
+	}
+	es.rules = true
+	return func(context.Context) error { return l.ev.end(s.CgroupID) }, nil
+}
+
+func (l *ROViewLayer) add(cgroupID uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.objs.RoviewSessions.Put(cgroupID, uint32(0)); err != nil {
+		return fmt.Errorf("read-only view audit of cgroup %d: %w", cgroupID, err)
+	}
+	if l.link != nil {
+		return nil
+	}
+	lk, err := loader.AttachROView(&l.objs)
+	if err != nil {
+		l.objs.RoviewSessions.Delete(cgroupID)
+		return err
+	}
+	l.link = lk
+	return nil
+}
+
+// forget drops a session and detaches the program after the last one.
+func (l *ROViewLayer) forget(cgroupID uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.objs.RoviewSessions.Delete(cgroupID)
+	if err != nil {
+		err = fmt.Errorf("drop read-only view audit of cgroup %d: %w", cgroupID, err)
+	}
+	var key uint64
+	if l.link != nil && l.objs.RoviewSessions.NextKey(nil, &key) != nil {
+		err = errors.Join(err, l.link.Close())
+		l.link = nil
+	}
+	return err
+}
+
+// Attached reports whether the program runs now (some session applied).
+func (l *ROViewLayer) Attached() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.link != nil
+}
+
+// Close removes every session still applied and unloads the program.
+func (l *ROViewLayer) Close() error {
+	return l.ev.closeAll(func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var err error
+		if l.link != nil {
+			err = l.link.Close()
+			l.link = nil
+		}
+		return errors.Join(err, l.objs.Close())
+	})
+}
+
+// record builds the audit record of one EROFS refusal.
+func (l *ROViewLayer) record(e *loader.ROViewEvent, session, mode string, now time.Time) *audit.Record {
+	op := loader.ROViewOp(e.Op)
+	call, known := l.calls[int(e.Nr)]
+	reason := fmt.Sprintf("system call %d", e.Nr)
+	if known {
+		reason = call.Name
+	}
+	r := &audit.Record{
+		Timestamp: now,
+		Event:     audit.Event{Action: op.String(), Reason: reason},
+		Process: &audit.Process{PID: int(e.Pid), Name: e.CommName(), CommandLine: e.CommandLine(),
+			Thread: &audit.Thread{ID: int(e.Tid)}},
+		User: &audit.User{ID: fmt.Sprint(e.Uid)},
+		Ox: audit.Ox{Kind: audit.KindDenial, Session: session, Layer: audit.LayerReadOnlyView, Class: audit.ClassFile,
+			Errno: int(unix.EROFS), Rule: roviewRule, Mode: mode},
+	}
+	if e.Ppid != 0 {
+		r.Process.Parent = &audit.Parent{PID: int(e.Ppid)}
+	}
+	p := e.Paths()
+	if p.Path == "" {
+		r.Message = fmt.Sprintf("%s refused with EROFS: %s", reason, roviewRule)
+		return r
+	}
+	r.File = &audit.File{Path: p.Path}
+	r.Message = fmt.Sprintf("%s %s refused: %s", op, p.Path, roviewRule)
+	switch {
+	case p.Path2 != "" && op == loader.ROViewOpRename:
+		r.Message = fmt.Sprintf("rename %s to %s refused: %s", p.Path, p.Path2, roviewRule)
+	case p.Path2 != "" && op == loader.ROViewOpSymlink:
+		r.Message = fmt.Sprintf("symlink %s -> %s refused: %s", p.Path, p.Path2, roviewRule)
+	case p.Path2 != "" && op == loader.ROViewOpLink:
+		r.Message = fmt.Sprintf("link %s to %s refused: %s", p.Path, p.Path2, roviewRule)
+	}
+	if p.Relative {
+		r.Message += " (the path is relative: its directory was not found)"
+	}
+	if p.Truncated {
+		r.Message += " (the path lost its leading components)"
+	}
+	return r
+}
