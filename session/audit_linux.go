@@ -32,12 +32,21 @@ type auditor struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	stop         *audit.Record // session_stop, written last by close
+	// started is closed once session_start is written (or the session
+	// never started): the kernel's refusals wait for it, so that
+	// session_start is the session's first record, as session_stop is
+	// its last (a command's first refusal can be read before the
+	// supervisor has written session_start).
+	started     chan struct{}
+	startedOnce sync.Once
 }
+
+func (a *auditor) markStarted() { a.startedOnce.Do(func() { close(a.started) }) }
 
 // openAuditor opens the session's one audit sink, which the session's
 // layers share (SessionInfo.Audit).
 func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *auditor {
-	a := &auditor{id: id, mode: mode, warn: warn}
+	a := &auditor{id: id, mode: mode, warn: warn, started: make(chan struct{})}
 	sink, err := openAuditLog(cfgAudit)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
@@ -80,6 +89,7 @@ func (a *auditor) followLandlock(cfg cgroup.Config) {
 			if r.Ox.Mode == "" {
 				r.Ox.Mode = mode
 			}
+			<-a.started
 			a.write(r)
 		})
 	}()
@@ -130,6 +140,7 @@ func (a *auditor) sessionStart(e *Entry) {
 		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: e.ID, Layer: audit.LayerSupervisor,
 			Mode: e.Mode, PolicyDigest: e.PolicyDigest, Rule: "layers: " + strings.Join(e.Layers, ",")},
 	})
+	a.markStarted()
 }
 
 func (a *auditor) sessionStop(e *Entry, code int, err error) {
@@ -156,6 +167,7 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 // flight) rather than stop, and any it cannot read in time is written as an
 // events_lost record.
 func (a *auditor) close() {
+	a.markStarted()
 	if a.reader != nil {
 		a.cancel()
 		a.wg.Wait()

@@ -184,7 +184,7 @@ func nestedConfig(cfg cgroup.Config, parentPath string) (cgroup.Config, error) {
 // through it names the parent, and the child's refusals are kept for
 // Finish to hand back (the reason the caller reads instead of EACCES).
 func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
-	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn}
+	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn, started: make(chan struct{})}
 	// The child shares its parent's kernel audit session (its launcher
 	// cannot open one): attributing by it would take the parent's
 	// refusals. Its records are attributed by pid and cgroup only.
@@ -286,6 +286,7 @@ func (n *Nested) Started(pid int) error {
 		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: n.ID, Layer: audit.LayerSupervisor,
 			Mode: n.entry.Mode, PolicyDigest: n.entry.PolicyDigest, Rule: "layers: " + strings.Join(n.entry.Layers, ",")},
 	})
+	n.aud.markStarted()
 	return nil
 }
 

@@ -321,6 +321,9 @@ func TestNestedSessionDiesWithParent(t *testing.T) {
 			pid := waitForPID(t, pidFile, waited, &errb)
 			cg, _ := os.ReadFile(cgFile)
 			parentID := nestedParentOf(t, string(cg))
+			// A SIGKILLed supervisor leaves its (emptied) groups and
+			// registry entry for `stop` to remove, as for any session.
+			t.Cleanup(func() { w.run(t, w.oxs("stop", parentID)) })
 			switch how {
 			case "stop":
 				r := w.run(t, w.oxs("stop", parentID))
