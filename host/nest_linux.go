@@ -82,8 +82,9 @@ type NestAnswer struct {
 	Records []audit.Record `json:"records,omitempty"`
 }
 
-// NestReport is what the nested run reports once it was answered: the
-// command's pid once it started, then its exit status.
+// NestReport is what the nested run reports once it was answered: its
+// launcher's pid (answered with a NestAnswer: the launcher waits for it),
+// then the command's exit status (answered with the refusals).
 type NestReport struct {
 	Started int  `json:"started,omitempty"`
 	Exit    *int `json:"exit,omitempty"`
@@ -360,6 +361,12 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		}
 		if r.Started != 0 {
 			if err := n.Started(r.Started); err != nil {
+				runErr = err
+				refuse(125, err)
+				break
+			}
+			// The launcher waits for this answer before it gets its spec.
+			if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID}); err != nil {
 				runErr = err
 				break
 			}

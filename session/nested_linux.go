@@ -265,9 +265,10 @@ func slicesDeleteEnv(env []string, name string) []string {
 	return out
 }
 
-// Started records that the command of the child started as pid, which
-// must be in the child's group (it is the caller's word, checked), and
-// writes the child's session_start.
+// Started records that the launcher of the child's command is pid, which
+// must be in the child's group (it is the caller's word, checked while the
+// launcher waits for its spec, so it is alive), and writes the child's
+// session_start.
 func (n *Nested) Started(pid int) error {
 	cg, err := cgroup.CgroupOf(pid)
 	if err != nil {
@@ -325,7 +326,8 @@ func (n *Nested) removeGroup(warn io.Writer) {
 
 // RunNested is the nested `run`'s half: already in the child's group
 // (Admit), it starts the launcher with spec, calls started with the
-// command's pid once it exec'd, and waits for it. A *BoundaryError means
+// launcher's pid before the launcher has the spec (it cannot run anything
+// yet; an error kills it), and waits for the command. A *BoundaryError means
 // the command did not run.
 func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.File, started func(pid int) error) (int, error) {
 	specR, specW, err := os.Pipe()
@@ -356,6 +358,16 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 	}
 	specR.Close()
 	statusW.Close()
+	// Before the spec: the launcher waits for it, so the supervisor
+	// checks a live process of the child's group, whatever the command
+	// does once it runs.
+	if started != nil {
+		if err := started(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
+		}
+	}
 	b, _ := json.Marshal(spec)
 	_, werr := specW.Write(b)
 	specW.Close()
@@ -373,13 +385,6 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
 		}
 		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
-	}
-	if started != nil {
-		if err := started(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
-		}
 	}
 	done := make(chan struct{})
 	go func() {

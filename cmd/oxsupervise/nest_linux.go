@@ -94,8 +94,9 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	// The final answer, or the supervisor's end: without a supervisor
 	// the child's rules may lose their owner, so its command goes too.
 	var pid atomic.Int64
+	watching := false // the final answer is being read (set before the command can start)
 	final := make(chan host.NestAnswer, 1)
-	go func() {
+	watch := func() {
 		var f host.NestAnswer
 		if err := dec.Decode(&f); err != nil {
 			if p := pid.Load(); p > 0 {
@@ -105,15 +106,32 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 			return
 		}
 		final <- f
-	}()
+	}
 	code, err := session.RunNested(ctx, *a.Spec, os.Stdin, os.Stdout, os.Stderr, func(p int) error {
 		pid.Store(int64(p))
-		return enc.Encode(host.NestReport{Started: p})
+		if err := enc.Encode(host.NestReport{Started: p}); err != nil {
+			return fmt.Errorf("supervisor: %w", err)
+		}
+		var ack host.NestAnswer
+		if err := dec.Decode(&ack); err != nil {
+			return fmt.Errorf("the supervisor did not answer: %w", err)
+		}
+		if ack.Error != "" {
+			return fmt.Errorf("the supervisor refused the launcher: %s", ack.Error)
+		}
+		watching = true
+		go watch()
+		return nil
 	})
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
 		code = f.Code
+	}
+	if !watching {
+		// The supervisor refused the launcher or went away: it ended the
+		// nested session itself.
+		return code
 	}
 	pid.Store(0)
 	if err := enc.Encode(host.NestReport{Exit: &code}); err != nil {
