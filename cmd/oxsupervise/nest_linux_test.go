@@ -493,3 +493,28 @@ func TestNestedSessionFromHook(t *testing.T) {
 		t.Errorf("the nested command's workspace write: %q, %v", b, err)
 	}
 }
+
+// TestNestedSessionSignals: the agent may signal its commands (a command
+// that times out is killed), a command may not signal the agent: the
+// child's Landlock domain is nested in the parent's, and signals are
+// scoped to a domain and the domains nested in it.
+func TestNestedSessionSignals(t *testing.T) {
+	w := newNestWorld(t)
+	cpid := filepath.Join(w.ws, "cpid")
+	toParent := w.oxs("run", "--", "sh", "-c", `kill -0 "$AGENT" && echo child-signalled-parent || echo child-signal-refused`)
+	inChild := w.oxs("run", "--", "sh", "-c", "sleep 1000 & echo $! > "+cpid+"; wait $!; echo child-sleep-ended=$?")
+	script := `AGENT=$$; export AGENT; ` + shellJoin(toParent) + `; ` + shellJoin(inChild) + ` & N=$!; ` +
+		`while [ ! -s ` + cpid + ` ]; do sleep 0.05; done; kill -TERM "$(cat ` + cpid + `)" && echo parent-signalled-child; wait $N`
+	r := w.run(t, w.parent([]string{"--sandbox", "workspace-write"}, "sh", "-c", script))
+	if r.code != 0 {
+		t.Fatalf("exit %d (stdout %q, stderr %q)", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"child-signal-refused", "parent-signalled-child", "child-sleep-ended=143"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, "scope.signal") {
+		t.Errorf("the refused signal is not summarized on stderr:\n%s", r.stderr)
+	}
+}
