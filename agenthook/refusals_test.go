@@ -42,11 +42,12 @@ func TestFormatRefusalSchemaExamples(t *testing.T) {
 	// One expectation per denial example of the schema document, by the
 	// thing refused; each line must also name the errno and the rule.
 	want := map[string]string{
-		"/etc/passwd":       "oxsupervise: refused open of /etc/passwd by bash (pid 4242): EACCES; rule: outside writable roots [bpf-lsm, session s-7f3a9c]",
-		"/home/dev/.bashrc": "oxsupervise: refused open of /home/dev/.bashrc by touch (pid 4243): EACCES; rule: writing is not allowed here (fs.write_file) [landlock, session s-7f3a9c]",
-		"169.254.169.254":   "oxsupervise: refused connect to tcp 169.254.169.254:80 by bash (pid 4242): EPERM; rule: cloud metadata [cgroup, session s-7f3a9c]",
-		"exfil.example.net": "oxsupervise: refused DNS lookup of exfil.example.net by curl (pid 4250): REFUSED; rule: not in network.allow [resolver, session s-7f3a9c]",
-		"ptrace":            "oxsupervise: refused ptrace by bash (pid 4242): EPERM; rule: target outside session [bpf-lsm, session s-7f3a9c]",
+		"/etc/passwd":                "oxsupervise: refused open of /etc/passwd by bash (pid 4242): EACCES; rule: outside writable roots [bpf-lsm, session s-7f3a9c]",
+		"open of /home/dev/.bashrc":  "oxsupervise: refused open of /home/dev/.bashrc by touch (pid 4243): EACCES; rule: writing is not allowed here (fs.write_file) [landlock, session s-7f3a9c]",
+		"chmod of /home/dev/.bashrc": "oxsupervise: refused chmod of /home/dev/.bashrc by chmod (pid 4244): EROFS; rule: read-only outside the writable roots [read-only-view, session s-7f3a9c]",
+		"169.254.169.254":            "oxsupervise: refused connect to tcp 169.254.169.254:80 by bash (pid 4242): EPERM; rule: cloud metadata [cgroup, session s-7f3a9c]",
+		"exfil.example.net":          "oxsupervise: refused DNS lookup of exfil.example.net by curl (pid 4250): REFUSED; rule: not in network.allow [resolver, session s-7f3a9c]",
+		"ptrace":                     "oxsupervise: refused ptrace by bash (pid 4242): EPERM; rule: target outside session [bpf-lsm, session s-7f3a9c]",
 	}
 	seen := map[string]bool{}
 	for _, r := range schemaExamples(t) {

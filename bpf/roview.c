@@ -367,9 +367,11 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	}
 	const char *p = sc->path ? (const char *)arg(regs, sc->path) : NULL;
 	long n = p ? bpf_probe_read_user_str(e->path, sizeof(e->path), p) : 0;
-	/* An absolute path needs no directory; a relative, an empty or a
-	 * NULL one (utimensat(fd, NULL), AT_EMPTY_PATH) is the dirfd's. */
-	if (n > 1 && e->path[0] == '/') {
+	/* A path that could not be read names nothing (the event says only
+	 * which call failed); an absolute one needs no directory; a relative,
+	 * an empty or a NULL one (utimensat(fd, NULL), AT_EMPTY_PATH) is the
+	 * dirfd's. */
+	if ((p && n <= 0) || (n > 1 && e->path[0] == '/')) {
 		oxs_event_submit(e);
 		return 0;
 	}

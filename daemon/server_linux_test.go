@@ -23,7 +23,8 @@ import (
 // An unprivileged user runs a confined command through the daemon: output
 // and exit status come back, the command runs as the user, writes in the
 // workspace succeed and writes outside fail (EROFS from the Landlock path's
-// read-only view, built by the daemon for the user's session), and the session is audited.
+// read-only view, built by the daemon for the user's session), and the
+// session and that refusal are audited.
 func TestRunAsUnprivilegedUser(t *testing.T) {
 	w := newWorld(t)
 	w.start(t)
@@ -51,14 +52,22 @@ func TestRunAsUnprivilegedUser(t *testing.T) {
 			t.Fatal("escape.txt exists outside the workspace")
 		}
 	}
-	var starts int
+	var starts, escapes int
+	escape := filepath.Join(w.outside, "escape.txt")
 	for _, r := range auditRecords(t, w.audit) {
 		if oxField(r, "kind") == "session_start" && strings.HasPrefix(oxField(r, "session").(string), "s-") {
 			starts++
 		}
+		// BPF-LSM and the read-only view name the file refused.
+		if f, _ := r["file"].(map[string]any); oxField(r, "kind") == "denial" && f["path"] == escape {
+			escapes++
+		}
 	}
 	if starts != 1 {
 		t.Fatalf("%d session_start records in %s, want 1", starts, w.audit)
+	}
+	if llOK && escapes != 1 {
+		t.Fatalf("%d denial records of %s in %s, want 1", escapes, escape, w.audit)
 	}
 	// The session is gone once the command exited.
 	if ids, _ := cgroupSessions(w); len(ids) != 0 {

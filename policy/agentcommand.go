@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/openoxide/oxsupervise/agent"
 )
@@ -16,6 +15,7 @@ var commandKeys = map[string]keySpec{
 	"read_only":  {kind: kindStrings, check: checkPath, hint: "absolute or ~/ paths of agent state the commands may not write"},
 }
 
+// commandKey is where decodeAgentTable keeps a [agent.NAME.command] key.
 func commandKey(name, key string) string { return "agent." + name + ".command." + key }
 
 // AgentCommand is the [agent.NAME.command] table as merged, kept in the
@@ -28,31 +28,6 @@ type AgentCommand struct {
 	ReadOnly []string `json:"read_only,omitempty"`
 	// Sources are the file:line of each value, by key and value.
 	Sources map[string]string `json:"sources,omitempty"`
-}
-
-// decodeAgentCommand reads one [agent.NAME.command] table into l, as
-// settings that merge across layers like any key.
-func (d *doc) decodeAgentCommand(l *layer, name string, v any) error {
-	path := []string{"agent", name, "command"}
-	if _, ok := agent.Lookup(name); !ok {
-		return &Error{Pos: d.keyPos(path), Msg: fmt.Sprintf("no built-in agent profile %q", name), Hint: "profiles: " + strings.Join(agent.Names(), ", ")}
-	}
-	tbl, ok := v.(map[string]any)
-	if !ok {
-		return d.typeError(path, "a table", v)
-	}
-	for _, k := range sortedKeys(tbl) {
-		spec, ok := commandKeys[k]
-		if !ok {
-			return d.unknownKey(append(slices.Clone(path), k), sortedKeys(commandKeys))
-		}
-		s, err := d.decodeValue(append(slices.Clone(path), k), spec, tbl[k])
-		if err != nil {
-			return err
-		}
-		l.settings[commandKey(name, k)] = s
-	}
-	return nil
 }
 
 // agentCommand collects the merged [agent.NAME.command] values.

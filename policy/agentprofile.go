@@ -46,13 +46,15 @@ var profileKeys = map[string]keySpec{
 	"passthrough": {kind: kindStrings, check: checkEnvGlob},
 }
 
+// profileKey is where decodeAgentTable keeps a [agent.NAME.profile] key.
 func profileKey(name, key string) string { return "agent." + name + ".profile." + key }
 
-// decodeAgentProfile reads one [agent.NAME.profile] table into l: its
-// values are kept as settings under profileKey, so layers merge them like
-// any key (a lower layer's value replaces a higher one's).
-func (d *doc) decodeAgentProfile(l *layer, name string, v any) error {
-	path := []string{"agent", name, "profile"}
+// decodeAgentTable reads one [agent.NAME.TABLE] table of a built-in
+// profile (TABLE "profile" or "command", whose keys are specs) into l: its
+// values are kept as settings under "agent.NAME.TABLE.KEY", so layers
+// merge them like any key (a lower layer's value replaces a higher one's).
+func (d *doc) decodeAgentTable(l *layer, name, table string, specs map[string]keySpec, v any) error {
+	path := []string{"agent", name, table}
 	if _, ok := agent.Lookup(name); !ok {
 		return &Error{Pos: d.keyPos(path), Msg: fmt.Sprintf("no built-in agent profile %q", name), Hint: "profiles: " + strings.Join(agent.Names(), ", ")}
 	}
@@ -61,15 +63,15 @@ func (d *doc) decodeAgentProfile(l *layer, name string, v any) error {
 		return d.typeError(path, "a table", v)
 	}
 	for _, k := range sortedKeys(tbl) {
-		spec, ok := profileKeys[k]
+		spec, ok := specs[k]
 		if !ok {
-			return d.unknownKey(append(slices.Clone(path), k), sortedKeys(profileKeys))
+			return d.unknownKey(append(slices.Clone(path), k), sortedKeys(specs))
 		}
 		s, err := d.decodeValue(append(slices.Clone(path), k), spec, tbl[k])
 		if err != nil {
 			return err
 		}
-		l.settings[profileKey(name, k)] = s
+		l.settings["agent."+name+"."+table+"."+k] = s
 	}
 	return nil
 }

@@ -386,13 +386,13 @@ func (d *doc) decodeAgents(l *layer, tbl map[string]any) error {
 		a := &agentLayer{}
 		for _, k := range sortedKeys(at) {
 			if k == "profile" {
-				if err := d.decodeAgentProfile(l, name, at[k]); err != nil {
+				if err := d.decodeAgentTable(l, name, "profile", profileKeys, at[k]); err != nil {
 					return err
 				}
 				continue
 			}
 			if k == "command" {
-				if err := d.decodeAgentCommand(l, name, at[k]); err != nil {
+				if err := d.decodeAgentTable(l, name, "command", commandKeys, at[k]); err != nil {
 					return err
 				}
 				continue

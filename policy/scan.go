@@ -133,7 +133,7 @@ func (s *scanner) protect(root, path string, isLink bool, src string) error {
 		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink that cannot be resolved: %v", err)}
 	}
 	if !within(root, target) {
-		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: "replace the symlink with the real entry; oxsupervise will not guess what to protect"}
+		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: "replace the symlink with the real entry (oxsupervise will not guess what to protect): rm " + shquote.Quote(path) + " && cp -a " + shquote.Quote(target) + " " + shquote.Quote(path)}
 	}
 	t, err := resolveAnchor(target, src+" (symlink target)")
 	if err != nil {

@@ -32,21 +32,24 @@ type auditor struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	stop         *audit.Record // session_stop, written last by close
-	// started is closed once session_start is written (or the session
-	// never started): the kernel's refusals wait for it, so that
-	// session_start is the session's first record, as session_stop is
-	// its last (a command's first refusal can be read before the
-	// supervisor has written session_start).
-	started     chan struct{}
-	startedOnce sync.Once
+
+	// The kernel audit feed can deliver a refusal of the command before
+	// the supervisor has written session_start (the command runs from the
+	// moment it exec'd): such records wait in early until it is written,
+	// so a session's log always opens with its start.
+	mu      sync.Mutex
+	started bool
+	early   []audit.Record
 }
 
-func (a *auditor) markStarted() { a.startedOnce.Do(func() { close(a.started) }) }
+// maxEarly bounds the records held back before session_start; past it
+// they are written at once (order then yields to not losing them).
+const maxEarly = 4096
 
 // openAuditor opens the session's one audit sink, which the session's
 // layers share (SessionInfo.Audit).
 func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *auditor {
-	a := &auditor{id: id, mode: mode, warn: warn, started: make(chan struct{})}
+	a := &auditor{id: id, mode: mode, warn: warn}
 	sink, err := openAuditLog(cfgAudit)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
@@ -89,7 +92,6 @@ func (a *auditor) followLandlock(cfg cgroup.Config) {
 			if r.Ox.Mode == "" {
 				r.Ox.Mode = mode
 			}
-			<-a.started
 			a.write(r)
 		})
 	}()
@@ -125,6 +127,32 @@ func (a *auditor) write(r audit.Record) {
 	if a.sink == nil {
 		return
 	}
+	a.mu.Lock()
+	if !a.started && len(a.early) < maxEarly {
+		a.early = append(a.early, r)
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.writeNow(r)
+}
+
+// release writes the held-back records (after session_start, or at close
+// when the session never started).
+func (a *auditor) release() {
+	a.mu.Lock()
+	early := a.early
+	a.early, a.started = nil, true
+	a.mu.Unlock()
+	for _, r := range early {
+		a.writeNow(r)
+	}
+}
+
+func (a *auditor) writeNow(r audit.Record) {
+	if a.sink == nil {
+		return
+	}
 	if err := a.sink.Write(&r); err != nil {
 		fmt.Fprintf(a.warn, "oxsupervise: warning: audit record lost: %v\n", err)
 	}
@@ -133,14 +161,14 @@ func (a *auditor) write(r audit.Record) {
 func (a *auditor) sessionStart(e *Entry) {
 	// The command has exec'd: the launcher's audit session is final.
 	a.isOwnAuditSession(0)
-	a.write(audit.Record{
+	defer a.release()
+	a.writeNow(audit.Record{
 		Message: fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " ")),
 		Process: &audit.Process{PID: e.PID, CommandLine: strings.Join(e.Command, " ")},
 		User:    &audit.User{ID: fmt.Sprint(e.UID)},
 		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: e.ID, Layer: audit.LayerSupervisor,
 			Mode: e.Mode, PolicyDigest: e.PolicyDigest, Rule: "layers: " + strings.Join(e.Layers, ",")},
 	})
-	a.markStarted()
 }
 
 func (a *auditor) sessionStop(e *Entry, code int, err error) {
@@ -167,12 +195,12 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 // flight) rather than stop, and any it cannot read in time is written as an
 // events_lost record.
 func (a *auditor) close() {
-	a.markStarted()
 	if a.reader != nil {
 		a.cancel()
 		a.wg.Wait()
 		a.reader.Close()
 	}
+	a.release()
 	if a.stop != nil {
 		a.write(*a.stop)
 	}

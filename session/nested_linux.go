@@ -184,7 +184,7 @@ func nestedConfig(cfg cgroup.Config, parentPath string) (cgroup.Config, error) {
 // through it names the parent, and the child's refusals are kept for
 // Finish to hand back (the reason the caller reads instead of EACCES).
 func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
-	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn, started: make(chan struct{})}
+	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn}
 	// The child shares its parent's kernel audit session (its launcher
 	// cannot open one): attributing by it would take the parent's
 	// refusals. Its records are attributed by pid and cgroup only.
@@ -280,14 +280,14 @@ func (n *Nested) Started(pid int) error {
 	n.aud.setLauncherPID(pid)
 	n.entry.PID = pid
 	cmd := strings.Join(n.entry.Command, " ")
-	n.aud.write(audit.Record{
+	defer n.aud.release()
+	n.aud.writeNow(audit.Record{
 		Message: fmt.Sprintf("nested session %s started in session %s: %s", n.ID, n.Parent, cmd),
 		Process: &audit.Process{PID: pid, CommandLine: cmd},
 		User:    &audit.User{ID: fmt.Sprint(n.entry.UID)},
 		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: n.ID, Layer: audit.LayerSupervisor,
 			Mode: n.entry.Mode, PolicyDigest: n.entry.PolicyDigest, Rule: "layers: " + strings.Join(n.entry.Layers, ",")},
 	})
-	n.aud.markStarted()
 	return nil
 }
 

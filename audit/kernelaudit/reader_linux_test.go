@@ -471,46 +471,17 @@ func TestCancelDrainsRecordsInFlight(t *testing.T) {
 	probe(t)
 	for round := range 3 {
 		const n = 300
-		dir := t.TempDir()
-		target := filepath.Join(dir, "target")
-		if err := os.WriteFile(target, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var childPID atomicPID
-		r, err := Open(Options{SessionOfPID: func(pid int) (string, bool) { return "drain", pid == childPID.get() }})
-		if errors.Is(err, ErrUnavailable) {
-			t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
 		var denials int
 		var lost uint64
-		done := make(chan error, 1)
-		go func() {
-			done <- r.Run(ctx, func(rec audit.Record) {
-				switch {
-				case rec.Ox.Kind == audit.KindDenial && rec.Ox.Session == "drain":
-					denials++
-					time.Sleep(time.Millisecond) // a consumer slower than the refusals
-				case rec.Ox.Kind == audit.KindEventsLost:
-					lost += rec.Ox.EventsLost
-				}
-			})
-		}()
-		c := startHelper(t, "burst", target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
-		childPID.set(c.cmd.Process.Pid)
-		if out := <-c.output; out != "denied="+strconv.Itoa(n) {
-			t.Fatalf("child reported %q, want all %d writes refused", out, n)
-		}
-		c.stdin.Close()
-		c.cmd.Wait()
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		r.Close()
+		r, _, _ := drainRound(t, "drain", n, func(rec audit.Record) {
+			switch {
+			case rec.Ox.Kind == audit.KindDenial && rec.Ox.Session == "drain":
+				denials++
+				time.Sleep(time.Millisecond) // a consumer slower than the refusals
+			case rec.Ox.Kind == audit.KindEventsLost:
+				lost += rec.Ox.EventsLost
+			}
+		})
 		t.Logf("round %d: %d refusals: %d records, events_lost %d, stats %+v", round, n, denials, lost, r.Stats())
 		if denials > n {
 			t.Fatalf("%d records for %d refusals: duplicates", denials, n)
@@ -531,49 +502,60 @@ func TestCancelDrainsRecordsInFlight(t *testing.T) {
 func TestLastRefusalBeforeExit(t *testing.T) {
 	probe(t)
 	for round := range 10 {
-		target := filepath.Join(t.TempDir(), "target")
-		if err := os.WriteFile(target, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var childPID atomicPID
-		r, err := Open(Options{SessionOfPID: func(pid int) (string, bool) { return "last", pid == childPID.get() }})
-		if errors.Is(err, ErrUnavailable) {
-			t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
 		var got []audit.Record
-		done := make(chan error, 1)
-		go func() {
-			done <- r.Run(ctx, func(rec audit.Record) {
-				if rec.Ox.Session == "last" || rec.Ox.Kind == audit.KindEventsLost {
-					got = append(got, rec)
-				}
-			})
-		}()
-		c := startHelper(t, "burst", target, "", -1, "OXS_COUNT=1")
-		childPID.set(c.cmd.Process.Pid)
-		if out := <-c.output; out != "denied=1" {
-			t.Fatalf("child reported %q, want its one write refused", out)
-		}
-		c.stdin.Close()
-		c.cmd.Wait()
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		r.Close()
+		r, pid, target := drainRound(t, "last", 1, func(rec audit.Record) {
+			if rec.Ox.Session == "last" || rec.Ox.Kind == audit.KindEventsLost {
+				got = append(got, rec)
+			}
+		})
 		st := r.Stats()
 		if st.MarkerDrains != 1 {
 			t.Fatalf("round %d: drain did not end on its marker (stats %+v)", round, st)
 		}
-		if len(got) != 1 || got[0].Ox.Kind != audit.KindDenial || got[0].Process.PID != c.cmd.Process.Pid {
-			t.Fatalf("round %d: want exactly the one refusal of pid %d, got %+v", round, c.cmd.Process.Pid, got)
+		if len(got) != 1 || got[0].Ox.Kind != audit.KindDenial || got[0].Process.PID != pid {
+			t.Fatalf("round %d: want exactly the one refusal of pid %d, got %+v", round, pid, got)
 		}
 		if got[0].File == nil || got[0].File.Path != target {
 			t.Fatalf("round %d: refusal record names %+v, want %s", round, got[0].File, target)
 		}
 	}
+}
+
+// drainRound is the supervisor's stop sequence: a reader attributing the
+// helper's refusals to session runs while the helper makes n refused
+// writes and exits, and is cancelled at once; it returns the closed reader
+// (for its Stats), the helper's pid and the file it tried to write. emit
+// is called from the reader's goroutine, and Run has returned before
+// drainRound does.
+func drainRound(t *testing.T, session string, n int, emit func(audit.Record)) (*Reader, int, string) {
+	t.Helper()
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var childPID atomicPID
+	r, err := Open(Options{SessionOfPID: func(pid int) (string, bool) { return session, pid == childPID.get() }})
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, emit) }()
+	c := startHelper(t, "burst", target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
+	childPID.set(c.cmd.Process.Pid)
+	if out := <-c.output; out != "denied="+strconv.Itoa(n) {
+		cancel()
+		t.Fatalf("child reported %q, want all %d writes refused", out, n)
+	}
+	c.stdin.Close()
+	c.cmd.Wait()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	r.Close()
+	return r, c.cmd.Process.Pid, target
 }

@@ -352,11 +352,8 @@ func TestAgentClaudeCode(t *testing.T) {
 			w := newCLIWorld(t)
 			u := newAgentUser(t, w.base)
 			settings := filepath.Join(u.home, ".claude", "settings.json")
-			os.MkdirAll(filepath.Dir(settings), 0o700)
 			settingsBefore := "{}\n"
-			os.WriteFile(settings, []byte(settingsBefore), 0o600)
-			os.Lchown(filepath.Dir(settings), u.uid, u.gid)
-			os.Lchown(settings, u.uid, u.gid)
+			u.writeFile(t, settings, settingsBefore)
 
 			other := otherListener(t)
 			// Besides the seed checks: an MCP server added to
@@ -426,11 +423,8 @@ func TestAgentCodex(t *testing.T) {
 			w := newCLIWorld(t)
 			u := newAgentUser(t, w.base)
 			settings := filepath.Join(u.home, ".codex", "config.toml")
-			os.MkdirAll(filepath.Dir(settings), 0o700)
 			settingsBefore := "# user config\n"
-			os.WriteFile(settings, []byte(settingsBefore), 0o600)
-			os.Lchown(filepath.Dir(settings), u.uid, u.gid)
-			os.Lchown(settings, u.uid, u.gid)
+			u.writeFile(t, settings, settingsBefore)
 
 			other := otherListener(t)
 			api, err := modelapi.OpenAI(seedScript(u, other, settings))
@@ -491,5 +485,22 @@ func TestAgentOpenCode(t *testing.T) {
 				t.Errorf("OpenCode's database was not written: %v", err)
 			}
 		})
+	}
+}
+
+// writeFile makes path (and its directory) the user's, with content, as
+// the agent's own earlier runs would have left it.
+func (u *agentUser) writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(path), path} {
+		if err := os.Lchown(p, u.uid, u.gid); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
