@@ -1,49 +1,31 @@
 package policy
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
+import "fmt"
 
-	"github.com/openoxide/oxsupervise/agent"
-)
-
-// AgentCommandTier is the command tier of the built-in agent profile name
-// for a user (in's Home and Env: the agent's base-URL settings move its
-// provider hosts): the profile's credentials scrubbed, its provider and
-// login hosts denied, its state read-only. It is what the agent session's
-// grants added, taken back for the agent's commands.
-func AgentCommandTier(name string, in agent.Inputs) (CommandTier, error) {
-	prof, ok := agent.Lookup(name)
-	if !ok {
-		return CommandTier{}, fmt.Errorf("no built-in agent profile %q for the command tier", name)
+// TierRequest is what a nested session asks for with --tier: request (what
+// its flags compiled to, or the parent's policy itself) without what the
+// tier takes away, from the parent's agent profile (Compiled.CommandTier).
+// agentName, when not empty, must be the parent's profile: a command tier
+// is the tier of the agent whose session it runs in. Tighten(parent, the
+// result) still decides what the child gets.
+func TierRequest(parent, request *Compiled, tier, agentName string) (*Compiled, []string, error) {
+	switch tier {
+	case "":
+		return request, nil, nil
+	case "command":
+	default:
+		return nil, nil, fmt.Errorf("unknown tier %q (the tiers: command)", tier)
 	}
-	if in.ReadFile == nil {
-		in.ReadFile = os.ReadFile
+	if parent.Agent == nil {
+		return nil, nil, fmt.Errorf("--tier=command: the session has no agent profile, so there is no command tier to take (start the agent with --agent NAME)")
 	}
-	g, err := prof.Grants(in)
+	if agentName != "" && agentName != parent.Agent.Name {
+		return nil, nil, fmt.Errorf("--tier=command --agent=%s: the session runs agent profile %s", agentName, parent.Agent.Name)
+	}
+	t, err := parent.CommandTier()
 	if err != nil {
-		return CommandTier{}, err
+		return nil, nil, err
 	}
-	t := CommandTier{Agent: name}
-	for _, p := range g.Passthrough {
-		t.Scrub = append(t.Scrub, p.Value)
-	}
-	for _, h := range g.NetAllow {
-		r, err := ParseNetRule(h.Value)
-		if err != nil {
-			return CommandTier{}, fmt.Errorf("agent %s: host %q (%s): %w", name, h.Value, h.Source, err)
-		}
-		r.Source = h.Source
-		t.DenyHosts = append(t.DenyHosts, r)
-	}
-	for _, w := range g.Writable {
-		p := w.Value
-		// Anchors are symlink-resolved, as the roots they are compared with.
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		t.ReadOnly = append(t.ReadOnly, Anchor{Path: p, Source: w.Source})
-	}
-	return t, nil
+	out, warnings := CommandRequest(request, t)
+	return out, warnings, nil
 }

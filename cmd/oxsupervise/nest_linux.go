@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/openoxide/oxsupervise/agent"
 	"github.com/openoxide/oxsupervise/agenthook"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
@@ -155,7 +154,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 // nestRequest compiles what a nested run asks for, for the supervisor of
 // its session (host.NestOptions.Request): its policy flags through the
 // same layers as the session's own (as t), or the parent's policy when it
-// gave none, then the command tier of its agent.
+// gave none, then its tier (policy.TierRequest).
 func nestRequest(t *target) func(parent *policy.Compiled, req host.NestRequest) (*policy.Compiled, []string, error) {
 	return func(parent *policy.Compiled, req host.NestRequest) (*policy.Compiled, []string, error) {
 		var warnings []string
@@ -178,38 +177,12 @@ func nestRequest(t *target) func(parent *policy.Compiled, req host.NestRequest) 
 			}
 			request = c
 		}
-		switch req.Tier {
-		case "":
-		case "command":
-			name := req.Agent
-			if name == "" && parent.Agent != nil {
-				name = parent.Agent.Name
-			}
-			if name == "" {
-				return nil, warnings, fmt.Errorf("--tier=command needs an agent profile: give --agent NAME (the session has none)")
-			}
-			tier, err := policy.AgentCommandTier(name, agent.Inputs{Argv: req.Argv, Env: lookupIn(req.Env), Home: t.home})
-			if err != nil {
-				return nil, warnings, err
-			}
-			var w []string
-			request, w = policy.CommandRequest(request, tier)
-			warnings = append(warnings, w...)
-		default:
-			return nil, warnings, fmt.Errorf("unknown tier %q (the tiers: command)", req.Tier)
+		request, w, err := policy.TierRequest(parent, request, req.Tier, req.Agent)
+		warnings = append(warnings, w...)
+		if err != nil {
+			return nil, warnings, err
 		}
 		return request, warnings, nil
-	}
-}
-
-func lookupIn(env []string) func(string) string {
-	return func(name string) string {
-		for i := len(env) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-				return v
-			}
-		}
-		return ""
 	}
 }
 
