@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -35,7 +36,18 @@ func inSession() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cannot tell whether this run is inside a session: %w", err)
 	}
-	return len(chain) > 0, nil
+	if len(chain) > 0 {
+		return true, nil
+	}
+	// A daemon may keep its sessions below another parent group: the
+	// variable names the session, and the kernel confirms it when this
+	// process's cgroup has a group of that name.
+	if id := os.Getenv(session.SessionEnv); id != "" {
+		if path, err := cgroup.CgroupOf(os.Getpid()); err == nil && slices.Contains(strings.Split(path, "/"), id) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // runNested is `run` inside a session: the supervisor of the session

@@ -518,3 +518,57 @@ func TestNestedSessionSignals(t *testing.T) {
 		t.Errorf("the refused signal is not summarized on stderr:\n%s", r.stderr)
 	}
 }
+
+// TestNestedSessionThroughDaemon: a session the daemon runs for an
+// unprivileged user serves its nested runs the same way: a widening is
+// refused with 125, a tighter child's write is refused (EACCES, file
+// unchanged) and named in the child's audit record with both sessions.
+func TestNestedSessionThroughDaemon(t *testing.T) {
+	w := newCLIWorld(t)
+	w.serve(t)
+	ws := filepath.Join(w.base, "ws")
+	file := filepath.Join(ws, "f")
+	if err := os.WriteFile(file, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(file, nobodyUID, nobodyUID)
+	nested := func(args ...string) string {
+		return shellJoin(append([]string{w.bin, "-test.run=^TestCLIHelperProcess$", "--"}, args...))
+	}
+	script := nested("run", "--sandbox", "full-access", "--", "true") + "; echo widen-exit=$?; " +
+		nested("run", "--sandbox", "read-only", "--", "sh", "-c", "echo new > "+file+"; echo child-exit=$?") + "; echo nested-exit=$?"
+	r := w.cli(t, nobodyUID, "run", "--sandbox", "workspace-write", "--", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d (stdout %q, stderr %q)", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"widen-exit=125", "nested-exit=0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, "sandbox.mode:") {
+		t.Errorf("the widening is not named on stderr:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "child-exit=") || strings.Contains(r.stdout, "child-exit=0") {
+		t.Errorf("the child's write did not fail: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "old\n" {
+		t.Errorf("file changed by a refused write: %q", b)
+	}
+	nw := &nestWorld{auditLog: w.opts.AuditPath}
+	recs := nw.records(t)
+	start := nestedStart(t, recs)
+	var denial bool
+	for _, rec := range recs {
+		if rec.Ox.Kind == audit.KindDenial && rec.Ox.Session == start.Ox.Session && rec.Ox.ParentSession == start.Ox.ParentSession &&
+			rec.File != nil && (rec.File.Path == file || rec.File.Path == ws) {
+			denial = true
+		}
+	}
+	if !denial {
+		t.Errorf("no denial of %s naming nested session %s and its parent %s: %+v", file, start.Ox.Session, start.Ox.ParentSession, recs)
+	}
+	if !strings.Contains(r.stderr, "session "+start.Ox.Session) {
+		t.Errorf("no refusal summary of %s on stderr:\n%s", start.Ox.Session, r.stderr)
+	}
+}
