@@ -72,7 +72,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	}
 	sock := os.Getenv(host.NestEnv)
 	if sock == "" {
-		return fail("no supervisor serves this session (%s is not set; a session of the daemon cannot nest yet)", host.NestEnv)
+		return fail("no supervisor serves this session (%s is not set: the session was not started by this version's run or daemon)", host.NestEnv)
 	}
 	conn, err := net.Dial("unix", sock)
 	if err != nil {

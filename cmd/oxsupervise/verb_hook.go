@@ -21,9 +21,8 @@ const exitHookBlock = 2
 
 // nestedRunReady turns on the rewrite of shell commands into
 // `run --tier=command` (docs/agents-tiers.md). `run` inside a session is
-// a nested-session client of the standalone supervisor of that session
-// (host.RunNesting); a daemon session cannot nest yet, and a rewritten
-// command there fails with exit 125 saying so. --no-nest judges only.
+// a nested-session client of the supervisor of that session (the
+// standalone run or the daemon, host.RunNesting). --no-nest judges only.
 const nestedRunReady = true
 
 // cmdHook implements `oxsupervise hook claude-code|codex`: an agent's
