@@ -142,6 +142,7 @@ type nestServer struct {
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
+	conns    map[*net.UnixConn]bool
 	root     string
 	sessions map[string]session.SessionInfo // the served session and its live children
 	children map[string]*nestChild
@@ -188,7 +189,7 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 		warn = io.Discard
 	}
 	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, path: path, ln: ln,
-		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}}, nil
+		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
 // start serves the session info, which now exists.
@@ -205,10 +206,18 @@ func (s *nestServer) start(info session.SessionInfo) {
 			if err != nil {
 				return
 			}
+			s.mu.Lock()
+			s.conns[conn] = true
+			s.mu.Unlock()
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				defer conn.Close()
+				defer func() {
+					s.mu.Lock()
+					delete(s.conns, conn)
+					s.mu.Unlock()
+					conn.Close()
+				}()
 				s.serve(conn)
 			}()
 		}
@@ -228,6 +237,13 @@ func (s *nestServer) close() {
 	for _, c := range children {
 		c.finish(-1, errors.New("the parent session ended"))
 	}
+	// A nested run still connected has lost its session: its end is
+	// its answer.
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 }
 

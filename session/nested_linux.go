@@ -244,7 +244,12 @@ func (n *Nested) Release(pid int) error {
 func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error) {
 	c := n.info.Policy
 	scrubbed := ScrubEnv(env, c.Env)
+	// The parent's values of what the supervisor sets are replaced.
 	scrubbed = slicesDeleteEnv(scrubbed, SessionEnv)
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		scrubbed = slicesDeleteEnv(scrubbed, name)
+	}
 	exe, err := LookPath(argv[0], scrubbed)
 	if err != nil {
 		return LaunchSpec{}, &ExecError{127, err}
