@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,6 +34,9 @@ const nestDirEnv = "OXSUPERVISE_NEST_DIR"
 // (anyone can set it); without the cgroup it is a run like any other.
 func inSession() (bool, error) {
 	chain, err := cgroup.SessionChain(cgroup.Config{}, os.Getpid())
+	if errors.Is(err, cgroup.ErrNoCgroup2) {
+		return false, nil // no cgroup2, no session (and no run: its boundary says so)
+	}
 	if err != nil {
 		return false, fmt.Errorf("cannot tell whether this run is inside a session: %w", err)
 	}
