@@ -16,6 +16,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/egress"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
@@ -53,15 +54,16 @@ type enforcement struct {
 }
 
 // buildEnforcement opens the host. It never fails: a layer that cannot be
-// built is logged at error level and left out.
-func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer) *enforcement {
+// built is logged at error level and left out. resolverAnswered, when
+// set, receives the network layer's resolver answers (the metrics).
+func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer, resolverAnswered func(egress.DNSAnswer)) *enforcement {
 	pinDir := opts.PinDir
 	if pinDir == "" {
 		pinDir = DefaultPinDir
 	}
 	h := host.Open(host.Options{
 		Cgroup: opts.Cgroup, KernelBuffer: opts.KernelBuffer, ResolverUpstream: opts.ResolverUpstream,
-		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn,
+		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn, ResolverAnswered: resolverAnswered,
 	}, planner.Want{BPFLSM: true, Network: true, ReadOnlyViewAudit: true})
 	e := &enforcement{host: h, unavailable: opts.Unavailable, attached: map[uint64][]teardown{},
 		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), pinErr: h.PinErr()}

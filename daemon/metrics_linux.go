@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/auditexport"
+	"github.com/openoxide/oxsupervise/egress"
 	"github.com/openoxide/oxsupervise/metrics"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -74,6 +75,17 @@ func (s *Server) startMetrics(ctx context.Context, cfg policy.Observability, sta
 	}()
 	s.zl.Info().Str("listen", addr).Str("set_by", cfg.MetricsSource).Msg("serving Prometheus metrics on /metrics")
 	return nil
+}
+
+// resolverAnswered is the network layer's resolver answer callback when
+// metrics are on (nil otherwise): answers leave no audit record, so the
+// resolver reports them where it answers.
+func (s *Server) resolverAnswered() func(egress.DNSAnswer) {
+	if s.metrics == nil {
+		return nil
+	}
+	m := s.metrics
+	return func(a egress.DNSAnswer) { m.ResolverAnswered(string(a.Result)) }
 }
 
 // instrument counts the API's requests when metrics are on.

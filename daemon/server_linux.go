@@ -199,7 +199,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer stopObservability()
 	// The layers' own warnings (audit records that could not be written,
 	// lost kernel events) are log lines at warn level.
-	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger())
+	s.enf = buildEnforcement(s.opts, s.zl, s.zl.With().Str("level", "warn").Logger(), s.resolverAnswered())
 	if s.enf.net != nil {
 		// Lookups of names no rule allows, in sessions that say
 		// unknown_hosts = "ask", become pending approvals.

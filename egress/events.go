@@ -136,6 +136,28 @@ func DecodeEvent(raw []byte) (Event, error) {
 	return e, nil
 }
 
+// DNSAnswer is a query the resolver answered for a name the session may
+// resolve. Answers write no audit record; ResolverConfig.OnAnswer hands
+// them to whoever counts them (the daemon's metrics).
+type DNSAnswer struct {
+	CgroupID uint64
+	Result   AnswerResult
+}
+
+// AnswerResult is what an answered query got. The set is closed (fit for
+// a metric label): no name or address is part of it.
+type AnswerResult string
+
+const (
+	// AnswerAddresses: NOERROR with addresses, admitted for the session.
+	AnswerAddresses AnswerResult = "addresses"
+	// AnswerNoData: NOERROR without addresses (a record type other than
+	// A and AAAA, or a name with no address of the type asked).
+	AnswerNoData AnswerResult = "nodata"
+	// AnswerNXDomain: upstream says the name does not exist.
+	AnswerNXDomain AnswerResult = "nxdomain"
+)
+
 // DNSRefusal is a query the resolver refused.
 type DNSRefusal struct {
 	CgroupID uint64

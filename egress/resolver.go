@@ -29,6 +29,13 @@ type ResolverConfig struct {
 	Timeout time.Duration
 	// OnRefusal, when set, receives every refused query (for audit).
 	OnRefusal func(DNSRefusal)
+	// OnAnswer, when set, receives every query answered NOERROR or
+	// NXDOMAIN for a name the session may resolve (for metrics: answers
+	// leave no audit record). It is called before the answer is sent. A
+	// query reaches OnAnswer or OnRefusal, never both; neither hears of a
+	// malformed query (not one question of opcode QUERY: REFUSED) or of
+	// an answer whose addresses could not be admitted (SERVFAIL).
+	OnAnswer func(DNSAnswer)
 	// MaxInflight bounds the upstream lookups one session may have
 	// outstanding (default 64); queries beyond it get SERVFAIL at once.
 	// Without a bound a session flooding random names under an allowed
@@ -195,6 +202,12 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		w.WriteMsg(resp)
 	}
+	answer := func() {
+		if s.r.cfg.OnAnswer != nil {
+			s.r.cfg.OnAnswer(DNSAnswer{CgroupID: s.cgroupID, Result: answerResult(resp)})
+		}
+		w.WriteMsg(resp)
+	}
 	if q.Qclass != dns.ClassINET {
 		refuse("not-allowed", netip.Addr{})
 		return
@@ -212,7 +225,7 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA {
 		// An allowed name, but no record type that admits an address:
 		// answer "no data" instead of carrying arbitrary payloads.
-		w.WriteMsg(resp)
+		answer()
 		return
 	}
 	select {
@@ -262,7 +275,21 @@ func (s *SessionResolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 	}
 	resp.Answer = chain
-	w.WriteMsg(resp)
+	answer()
+}
+
+// answerResult classifies an answer the resolver sends: the response
+// itself is what was decided.
+func answerResult(m *dns.Msg) AnswerResult {
+	if m.Rcode == dns.RcodeNameError {
+		return AnswerNXDomain
+	}
+	for _, rr := range m.Answer {
+		if _, ok := rrAddr(rr); ok {
+			return AnswerAddresses
+		}
+	}
+	return AnswerNoData
 }
 
 // admitTTL is how long an answer with ttl seconds keeps its address

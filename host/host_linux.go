@@ -13,6 +13,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/egress"
 	"github.com/openoxide/oxsupervise/fsguard"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
@@ -34,6 +35,10 @@ type Options struct {
 	// parsed here: an entry that is not host:port fails the network layer.
 	ResolverUpstream     []string
 	ResolverUpstreamList string
+	// ResolverAnswered, when set, receives every answer of the network
+	// layer's resolvers (session.NetworkConfig.OnAnswer; the daemon's
+	// metrics). Nil: answers are not reported.
+	ResolverAnswered func(egress.DNSAnswer)
 	// Unavailable marks layers unavailable (planner.ForceUnavailableEnv).
 	Unavailable map[string]bool
 	// Pins, when set, says where the host keeps its objects pinned and
@@ -198,7 +203,7 @@ func (h *Host) buildNet(opts Options, ring func() (*bpfring.Ring, error)) error 
 	if err != nil {
 		return err
 	}
-	cfg := session.NetworkConfig{Parent: parent, Upstream: upstream, Events: r, Warn: opts.Warn}
+	cfg := session.NetworkConfig{Parent: parent, Upstream: upstream, OnAnswer: opts.ResolverAnswered, Events: r, Warn: opts.Warn}
 	parentID, err := cgroupID(parent)
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@
 package landlock
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/shquote"
+	"github.com/openoxide/oxsupervise/internal/treescan"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -76,8 +79,11 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 		return m, err
 	}
 	m.Masked = append(m.Masked, socks...)
+	// The scan runs with the supervisor's access; a cache it cannot use
+	// only costs the start a full walk.
+	cache, _ := policy.ScanCacheDir(os.Geteuid())
 	for _, g := range c.DenyReadGlobs {
-		matches, err := globMatches(g, maxGlobWalk)
+		matches, err := globMatches(g, maxGlobWalk, cache)
 		if err != nil {
 			return m, err
 		}
@@ -188,42 +194,44 @@ const maxGlobWalk = 200000
 // globMatches lists the existing entries below g.Within whose name matches
 // g.Include and none of g.Exclude. Symlinks are neither followed nor
 // masked (reading through one reaches a target the rules judge on its own),
-// and .git directories are not descended into.
-func globMatches(g policy.NameGlob, limit int) ([]string, error) {
-	var out []string
-	seen := 0
-	err := filepath.WalkDir(g.Within, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) || os.IsPermission(err) {
-				return nil
-			}
-			return err
+// and .git directories are not descended into. The walk goes through
+// internal/treescan with cache (policy.ScanCacheDir; "" for none), so an
+// unchanged directory of a large workspace costs one lstat per start.
+func globMatches(g policy.NameGlob, limit int, cache string) ([]string, error) {
+	classify := func(rel []string, typ fs.FileMode) treescan.Verdict {
+		name := rel[len(rel)-1]
+		switch {
+		case typ == fs.ModeDir && name == ".git":
+			return treescan.Prune
+		case typ == fs.ModeSymlink:
+			return treescan.Descend // not a directory: nothing below
 		}
-		if seen++; seen > limit {
-			return fmt.Errorf("more than %d entries below %s", limit, g.Within)
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if p == g.Within || d.Type()&os.ModeSymlink != 0 {
-			return nil
-		}
-		if ok, _ := filepath.Match(g.Include, d.Name()); !ok {
-			return nil
+		if ok, _ := filepath.Match(g.Include, name); !ok {
+			return treescan.Descend
 		}
 		for _, ex := range g.Exclude {
-			if ok, _ := filepath.Match(ex, d.Name()); ok {
-				return nil
+			if ok, _ := filepath.Match(ex, name); ok {
+				return treescan.Descend
 			}
 		}
-		out = append(out, p)
-		if d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
+		return treescan.Pick
+	}
+	if _, err := os.Lstat(g.Within); os.IsNotExist(err) {
+		return nil, nil
+	}
+	res, err := treescan.Scan(g.Within, treescan.Options{
+		Classify: classify, Key: "deny-read-glob/1\x00" + g.Include + "\x00" + strings.Join(g.Exclude, "\x00"),
+		CacheDir: cache, Limit: limit,
 	})
+	if errors.Is(err, treescan.ErrLimit) {
+		err = fmt.Errorf("more than %d entries below %s", limit, g.Within)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mount namespace: deny-read %s below %s: %w", g.Include, g.Within, err)
+	}
+	out := make([]string, 0, len(res.Picked))
+	for _, e := range res.Picked {
+		out = append(out, e.Path)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -459,5 +460,49 @@ func TestPrivateShm(t *testing.T) {
 		if _, err := os.Stat(inside); err == nil {
 			t.Errorf("%s, created in the session, is on the host", inside)
 		}
+	}
+}
+
+// TestGlobMatchesWithCache: the deny-read glob finds the same entries with
+// the scan cache as without, including one created since the last start in
+// a remembered directory whose times were then set back.
+func TestGlobMatchesWithCache(t *testing.T) {
+	ws := t.TempDir()
+	for _, f := range []string{".env", ".env.example", "sub/.env.local", ".git/.env", "sub/deep/x.go"} {
+		p := filepath.Join(ws, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	g := policy.NameGlob{Within: ws, Include: ".env*", Exclude: []string{".env.example"}}
+	want := []string{filepath.Join(ws, ".env"), filepath.Join(ws, "sub", ".env.local")}
+	time.Sleep(1100 * time.Millisecond) // past treescan's racy window, so the first scan is remembered
+	for i := range 2 {
+		got, err := globMatches(g, 1000, cache)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("scan %d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	p := filepath.Join(ws, "sub", "deep", ".env.new")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(filepath.Dir(p), old, old); err != nil {
+		t.Fatal(err)
+	}
+	got, err := globMatches(g, 1000, cache)
+	if want := append(want, p); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("after a new .env: %v, %v; want %v", got, err, want)
+	}
+	if _, err := globMatches(g, 3, ""); err == nil || !strings.Contains(err.Error(), "more than 3 entries") {
+		t.Fatalf("limit: err = %v", err)
 	}
 }

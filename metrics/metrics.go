@@ -16,6 +16,7 @@ type Metrics struct {
 	records       *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
 	resolverRefs  prometheus.Counter
+	resolverAns   *prometheus.CounterVec
 	suppressed    *prometheus.CounterVec
 	lost          *prometheus.CounterVec
 	ringLost      prometheus.Counter
@@ -49,6 +50,7 @@ func New(live, pending func() float64) *Metrics {
 	m.records = cv("audit_records_total", "Audit records read back from the audit log, by kind.", "kind")
 	m.refusals = cv("refusals_total", "Operations refused in sessions (denial records), by enforcement layer and operation.", "layer", "operation")
 	m.resolverRefs = c("resolver_refusals_total", "DNS lookups the session resolvers refused (denial records of layer resolver).")
+	m.resolverAns = cv("resolver_answers_total", "DNS queries the session resolvers answered for names the sessions may resolve, by result (addresses, nodata, nxdomain); refused ones are resolver_refusals_total.", "result")
 	m.suppressed = cv("events_suppressed_total", "Refusals flood control summarised instead of recording one by one, by layer.", "layer")
 	m.lost = cv("events_lost_total", "Events the kernel or a reader could not hand over (events_lost records), by layer.", "layer")
 	m.ringLost = c("ring_buffer_lost_total", "Refusal events lost in the BPF ring buffer (events_lost of layers bpf-lsm and cgroup).")
@@ -128,6 +130,15 @@ func (m *Metrics) Observe(r *audit.Record) {
 func (m *Metrics) RefusedStart(layer string) {
 	if m != nil {
 		m.refusedStart.WithLabelValues(word(layer)).Inc()
+	}
+}
+
+// ResolverAnswered counts one query a session resolver answered, by its
+// result (egress.AnswerResult). The resolver calls it as it answers
+// (ResolverConfig.OnAnswer): answers leave no audit record to count.
+func (m *Metrics) ResolverAnswered(result string) {
+	if m != nil {
+		m.resolverAns.WithLabelValues(word(result)).Inc()
 	}
 }
 

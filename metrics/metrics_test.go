@@ -27,6 +27,9 @@ func TestObserve(t *testing.T) {
 		m.Observe(&r)
 	}
 	m.RefusedStart("network")
+	for _, result := range []string{"addresses", "addresses", "nxdomain", "api.example.test"} {
+		m.ResolverAnswered(result)
+	}
 	for _, tc := range []struct {
 		name string
 		got  float64
@@ -43,6 +46,9 @@ func TestObserve(t *testing.T) {
 		{"approvals requested", testutil.ToFloat64(m.approvalsReq), 1},
 		{"approvals rejected", testutil.ToFloat64(m.approvals.WithLabelValues("reject")), 1},
 		{"sessions refused", testutil.ToFloat64(m.refusedStart.WithLabelValues("network")), 1},
+		{"resolver answers with addresses", testutil.ToFloat64(m.resolverAns.WithLabelValues("addresses")), 2},
+		{"resolver answers nxdomain", testutil.ToFloat64(m.resolverAns.WithLabelValues("nxdomain")), 1},
+		{"a result outside the vocabulary is other", testutil.ToFloat64(m.resolverAns.WithLabelValues("other")), 1},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)

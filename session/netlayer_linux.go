@@ -27,6 +27,10 @@ type NetworkConfig struct {
 	// (egress.ResolverConfig); empty Upstream means /etc/resolv.conf.
 	Upstream []string
 	Timeout  time.Duration
+	// OnAnswer, when set, receives the resolvers' answers
+	// (egress.ResolverConfig.OnAnswer): the daemon counts them in its
+	// metrics. Refusals are audit records of this layer instead.
+	OnAnswer func(egress.DNSAnswer)
 	// Events is the ring buffer shared with the other BPF layers; nil
 	// opens one for this layer alone.
 	Events *bpfring.Ring
@@ -62,8 +66,9 @@ func NewNetworkLayer(cfg NetworkConfig) (*NetworkLayer, error) {
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
+	resolver := egress.ResolverConfig{Upstream: cfg.Upstream, Timeout: cfg.Timeout, OnRefusal: l.dnsRefused, OnAnswer: cfg.OnAnswer}
 	enf, err := egress.Attach(cfg.Parent, egress.Config{
-		Resolver: egress.ResolverConfig{Upstream: cfg.Upstream, Timeout: cfg.Timeout, OnRefusal: l.dnsRefused},
+		Resolver: resolver,
 		Events:   l.ev.ring.Maps(),
 		Pinned:   cfg.Pinned,
 	})
