@@ -20,6 +20,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -571,4 +572,85 @@ func TestNestedSessionThroughDaemon(t *testing.T) {
 	if !strings.Contains(r.stderr, "session "+start.Ox.Session) {
 		t.Errorf("no refusal summary of %s on stderr:\n%s", start.Ox.Session, r.stderr)
 	}
+}
+
+// TestNestedSessionSocketRefusesOutsiders: the supervisor's socket is
+// reachable by anyone, and a process outside the session it serves is
+// refused whatever it sends; nothing is created for it.
+func TestNestedSessionSocketRefusesOutsiders(t *testing.T) {
+	w := newNestWorld(t)
+	sockFile := filepath.Join(w.ws, "sock")
+	cmd := w.command(w.parent([]string{"--sandbox", "workspace-write"}, "sh", "-c",
+		`sed -n 's/^0:://p' /proc/self/cgroup > `+sockFile+`.cg; echo "$`+host.NestEnv+`" > `+sockFile+`.tmp && mv `+sockFile+`.tmp `+sockFile+`; exec sleep 1000`))
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-waited
+	}()
+	var sock string
+	for deadline := time.Now().Add(30 * time.Second); sock == ""; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(sockFile); err == nil {
+			sock = strings.TrimSpace(string(b))
+		}
+		select {
+		case err := <-waited:
+			waited <- err
+			t.Fatalf("the parent run ended: %v\n%s", err, &errb)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session never named its supervisor socket:\n%s", &errb)
+		}
+	}
+	cg, err := os.ReadFile(sockFile + ".cg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parentGroup := filepath.Join(mustCgroup2(t), strings.TrimSpace(string(cg)))
+	groups := func() int {
+		entries, err := os.ReadDir(parentGroup)
+		if err != nil {
+			t.Fatalf("the parent session's group: %v", err)
+		}
+		n := 0
+		for _, e := range entries {
+			if e.IsDir() {
+				n++
+			}
+		}
+		return n
+	}
+	before := groups()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("connect %s: %v", sock, err)
+	}
+	defer conn.Close()
+	// The request claims a session; the peer's cgroup says otherwise.
+	json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: w.ws, Env: []string{session.SessionEnv + "=forged"}})
+	var a host.NestAnswer
+	if err := json.NewDecoder(conn).Decode(&a); err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if a.Code != exitNoBoundary || !strings.Contains(a.Error, "not authorized") || a.Session != "" || a.Spec != nil {
+		t.Fatalf("an outsider's request was not refused: %+v", a)
+	}
+	if after := groups(); after != before {
+		t.Errorf("the refused request created a group in the parent's %s: %d before, %d after", parentGroup, before, after)
+	}
+}
+
+func mustCgroup2(t *testing.T) string {
+	t.Helper()
+	m, err := cgroup.Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
