@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -168,11 +169,13 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err
 	}
+	removeStaleSockets(dir)
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, hex.EncodeToString(b[:])+".sock")
+	// Named after the supervisor's pid, for removeStaleSockets.
+	path := filepath.Join(dir, fmt.Sprintf("%d-%s.sock", os.Getpid(), hex.EncodeToString(b[:])))
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, err
@@ -190,6 +193,27 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 	}
 	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, path: path, ln: ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
+}
+
+// removeStaleSockets removes the sockets of supervisors that are gone
+// (killed: a supervisor that ends removes its own).
+func removeStaleSockets(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !ok || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // start serves the session info, which now exists.
