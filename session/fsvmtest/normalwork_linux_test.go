@@ -153,8 +153,10 @@ func TestRunOverlayWorkspace(t *testing.T) {
 			t.Errorf("exit 125 but the command ran: %q", stdout)
 		}
 	case 0:
-		if got := strings.Fields(stdout); len(got) != 2 || got[0] != "EACCES" || got[1] != "OK" {
-			t.Errorf("outside, inside writes = %q, want [EACCES OK]", got)
+		// The Landlock path: outside the writable roots the session's
+		// mount view is read-only (DESIGN §9), so the VFS refuses first.
+		if got := strings.Fields(stdout); len(got) != 2 || got[0] != "EROFS" || got[1] != "OK" {
+			t.Errorf("outside, inside writes = %q, want [EROFS OK]", got)
 		}
 		_, layers := sessionOf(t, e.auditLog, 0)
 		if strings.Contains(layers, "bpf-lsm") || !strings.Contains(layers, "landlock") {
