@@ -162,6 +162,7 @@ func (v *Error) MarshalZerologObject(e *zerolog.Event) {
 func (v *Ox) MarshalZerologObject(e *zerolog.Event) {
 	e.Str("kind", string(v.Kind))
 	strIf(e, "session", v.Session)
+	strIf(e, "parent_session", v.ParentSession)
 	strIf(e, "layer", string(v.Layer))
 	strIf(e, "class", string(v.Class))
 	strIf(e, "decision", v.Decision)

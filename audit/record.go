@@ -177,8 +177,11 @@ type Error struct {
 type Ox struct {
 	Kind    Kind   `json:"kind"`
 	Session string `json:"session,omitempty"`
-	Layer   Layer  `json:"layer,omitempty"`
-	Class   Class  `json:"class,omitempty"`
+	// ParentSession is the session a nested session runs inside (its
+	// records only): the child's commands were the parent's to run.
+	ParentSession string `json:"parent_session,omitempty"`
+	Layer         Layer  `json:"layer,omitempty"`
+	Class         Class  `json:"class,omitempty"`
 	// Decision is deny | allow | ask, as the policy decided.
 	Decision string `json:"decision,omitempty"`
 	// Errno is the numeric errno (Linux numbering) alongside error.code.

@@ -129,38 +129,44 @@ const struct net_event *unused_net_event __attribute__((unused));
  * inside itself, which stay bound by the session's rules. */
 #define MAX_CGROUP_LEVEL 16
 
-/* current_session finds the session of the current task: the shallowest
- * ancestor (or the group itself) that is a session. Looking only at the
- * task's own group would let a session escape by creating a child group. */
+/* current_session finds the session of the current task: the deepest
+ * ancestor (or the group itself) that is a session. Only the supervisor
+ * writes net_sessions, so a group a session created inside itself is
+ * never one and stays bound by the session's rules (looking only at the
+ * task's own group would let it escape); a nested session's group (a
+ * command of an agent, docs/agents-tiers.md) is one, with rules the
+ * supervisor made tighter than its parent's. */
 static __always_inline struct net_session *current_session(__u64 *cgid)
 {
+	struct net_session *found = 0;
 	for (int level = 1; level < MAX_CGROUP_LEVEL; level++) {
 		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
 		if (id == 0)
-			return 0;
+			break;
 		struct net_session *s = bpf_map_lookup_elem(&net_sessions, &id);
 		if (s) {
 			*cgid = id;
-			return s;
+			found = s;
 		}
 	}
-	return 0;
+	return found;
 }
 
 /* skb_session is current_session for the cgroup of the packet's socket. */
 static __always_inline struct net_session *skb_session(struct __sk_buff *skb, __u64 *cgid)
 {
+	struct net_session *found = 0;
 	for (int level = 1; level < MAX_CGROUP_LEVEL; level++) {
 		__u64 id = bpf_skb_ancestor_cgroup_id(skb, level);
 		if (id == 0)
-			return 0;
+			break;
 		struct net_session *s = bpf_map_lookup_elem(&net_sessions, &id);
 		if (s) {
 			*cgid = id;
-			return s;
+			found = s;
 		}
 	}
-	return 0;
+	return found;
 }
 
 static __always_inline void emit(__u8 op, __u8 reason, __u64 cgid, const __u32 addr[4],

@@ -43,28 +43,46 @@ func CgroupOf(pid int) (string, error) {
 }
 
 // SessionOf returns the id of the session pid lives in, and false when pid is
-// not under the session parent.
+// not under the session parent. For a pid in a nested session it is the
+// outermost session (the one whose supervisor owns the group); SessionChain
+// has the nested ones too.
 func SessionOf(cfg Config, pid int) (string, bool, error) {
+	chain, err := SessionChain(cfg, pid)
+	if err != nil || len(chain) == 0 {
+		return "", false, err
+	}
+	return chain[0], true, nil
+}
+
+// SessionChain returns the sessions pid lives in, outermost first: a
+// nested session's group lies below its parent's
+// (<parent>/<session>/<nested>/...), so the last id is the innermost, the
+// session whose rules were written for pid's cgroup. It is empty when pid
+// is not under the session parent.
+func SessionChain(cfg Config, pid int) ([]string, error) {
 	parent := cfg.Parent
 	if parent == "" {
 		parent = DefaultParent
 	}
 	if err := validateParent(parent); err != nil {
-		return "", false, err
+		return nil, err
 	}
 	path, err := CgroupOf(pid)
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
 	rest, ok := strings.CutPrefix(path, "/"+filepath.Clean(parent)+"/")
 	if !ok {
-		return "", false, nil
+		return nil, nil
 	}
-	id, _, _ := strings.Cut(rest, "/")
-	if ValidateSessionID(id) != nil {
-		return "", false, nil
+	var chain []string
+	for _, id := range strings.Split(rest, "/") {
+		if ValidateSessionID(id) != nil {
+			break
+		}
+		chain = append(chain, id)
 	}
-	return id, true, nil
+	return chain, nil
 }
 
 // Tasks lists the thread ids of pid.

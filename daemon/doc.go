@@ -61,6 +61,12 @@
 // never a silently weaker boundary. Sessions a previous daemon left are
 // adopted at start (adopt_linux.go).
 //
+// A run session's commands may run nested sessions (`run` inside the
+// session, docs/agents-tiers.md): the daemon serves them as a standalone
+// run does (host.RunNesting), on a socket of the session's beside the API
+// socket rather than through an endpoint, authorized by the caller's
+// cgroup; nest_linux.go compiles their requests with the user's layers.
+//
 // File descriptors (a client's stdin, stdout and stderr) travel as
 // SCM_RIGHTS ancillary data on the bytes of the request that needs them;
 // see docs/daemon.md for the wire protocol.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -68,14 +69,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 			}
 		}
 	}()
-	code, err := s.enf.host.Run(r.Context(), session.RunOptions{
+	// A command of the session may run nested sessions (nest_linux.go).
+	code, err := s.enf.host.RunNesting(r.Context(), session.RunOptions{
 		Policy: c, Argv: req.Argv, Env: session.UserEnv(req.Env, &session.EnvUser{Home: u.HomeDir, Name: u.Username}), Dir: req.Dir,
 		UID: cred.UID, GID: cred.GID, Groups: cred.Groups,
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
 		OnStart: onStart,
-	})
+	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
 	close(finished)
 	mu.Lock()
 	sid := id

@@ -8,6 +8,11 @@
 // way; they differ only in who keeps it alive: the CLI for the one session
 // it supervises, the daemon for every session of its lifetime.
 //
+// A session run by RunNesting may have nested sessions: `run` inside it
+// asks the supervisor on a socket of the session's (nest_linux.go), and
+// the host applies its layers to the child's group with the child's
+// rules (session.StartNested). docs/agents-tiers.md says how.
+//
 // # Where BPF objects live and how they are pinned
 //
 // Without Options.Pins the objects live in this process: when it exits or

@@ -54,6 +54,13 @@ type LaunchSpec struct {
 	// building its mount namespace: the supervisor activates the layers
 	// that would refuse those mounts (BPF-LSM) only then.
 	ExecGate bool `json:"exec_gate,omitempty"`
+	// Nested is a nested session's launcher (StartNested): started by
+	// the nested `run` inside its parent session, which has no privilege
+	// left to use. It keeps the caller's credentials, audit session and
+	// mount namespace (the parent's, already built and dropped) and only
+	// narrows them: the stacked Landlock domain, no_new_privs and the
+	// seccomp filter.
+	Nested bool `json:"nested,omitempty"`
 }
 
 // launchFailure is what the launcher reports on the status pipe.
@@ -110,6 +117,9 @@ func LauncherMain() int {
 
 // buildBoundary does every step before exec and names the layer that failed.
 func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
+	if spec.Nested {
+		return buildNested(spec, supervisor)
+	}
 	// Before the mounts: /proc is read-only after them.
 	newAuditSession(spec.UID)
 	if err := spec.Mounts.Apply(); err != nil {
@@ -153,6 +163,38 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 		}
 	} else if err := prepared.RestrictSelf(); err != nil {
 		return LayerLandlock, err
+	}
+	if err := installSessionFilter(spec.RestrictSockets); err != nil {
+		return LayerSeccomp, err
+	}
+	return "", nil
+}
+
+// buildNested is buildBoundary for a nested session: everything the parent
+// session's launcher built is inherited, and only what narrows it is done
+// again. landlock_restrict_self stacks the child's ruleset on the parent's
+// domain: an access then needs both.
+func buildNested(spec *LaunchSpec, supervisor int) (string, error) {
+	prepared, err := spec.Landlock.Prepare()
+	if err != nil {
+		return LayerLandlock, err
+	}
+	if err := cloexecFrom(3); err != nil {
+		return LayerMountNS, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+	}
+	if err := rearmParentDeathSignal(supervisor); err != nil {
+		return "credentials", err
+	}
+	if err := unix.Chdir(spec.Dir); err != nil {
+		return "credentials", fmt.Errorf("chdir %s: %w", spec.Dir, err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "credentials", fmt.Errorf("set no_new_privs: %w", err)
+	}
+	if prepared != nil {
+		if err := prepared.RestrictSelf(); err != nil {
+			return LayerLandlock, err
+		}
 	}
 	if err := installSessionFilter(spec.RestrictSockets); err != nil {
 		return LayerSeccomp, err

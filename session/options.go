@@ -25,6 +25,9 @@ type RunOptions struct {
 	Argv []string
 	// Env is the caller's environment; Run scrubs it per Policy.Env.
 	Env []string
+	// SessionEnv are variables the supervisor sets for the session after
+	// the scrub, beside SessionEnv's own (the nested-session socket).
+	SessionEnv []string
 	// Dir is the working directory of the command.
 	Dir string
 	// UID, GID and Groups are the user the command runs as.

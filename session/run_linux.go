@@ -204,7 +204,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
 	spec := LaunchSpec{
-		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(env, SessionEnv+"="+id), Dir: opts.Dir,
+		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(append(env, opts.SessionEnv...), SessionEnv+"="+id), Dir: opts.Dir,
 		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
 		RestrictSockets: lp.SeccompSockets,

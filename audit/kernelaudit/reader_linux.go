@@ -335,11 +335,12 @@ func (r *Reader) sessionOf(pid int) (string, bool) {
 			return s, true
 		}
 	}
-	s, ok, err := cgroup.SessionOf(r.opts.Cgroup, pid)
-	if err != nil {
+	// The innermost session: a nested session's rules are its own.
+	chain, err := cgroup.SessionChain(r.opts.Cgroup, pid)
+	if err != nil || len(chain) == 0 {
 		return "", false // exited: only the producer's map could have known
 	}
-	return s, ok
+	return chain[len(chain)-1], true
 }
 
 // Close stops Run and, if RestoreOnClose and Open enabled auditing,

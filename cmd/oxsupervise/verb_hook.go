@@ -20,11 +20,10 @@ import (
 const exitHookBlock = 2
 
 // nestedRunReady turns on the rewrite of shell commands into
-// `run --tier=command` (docs/agents-tiers.md). It stays false until the
-// nested-session client exists in `run`: before that, a rewritten command
-// would fail on the unknown flag instead of running, so the hook judges
-// only. Flip it in the change that adds the flag.
-const nestedRunReady = false
+// `run --tier=command` (docs/agents-tiers.md). `run` inside a session is
+// a nested-session client of the supervisor of that session (the
+// standalone run or the daemon, host.RunNesting). --no-nest judges only.
+const nestedRunReady = true
 
 // cmdHook implements `oxsupervise hook claude-code|codex`: an agent's
 // PreToolUse hook (package agenthook). It reads the hook input on stdin,

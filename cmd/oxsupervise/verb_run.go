@@ -130,6 +130,7 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	pf := policy.RegisterFlags(fs)
 	policy.RegisterAgentFlag(fs, pf)
 	userFlag := fs.String("user", "", "run the command as this user (name or uid; default: the sudo caller)")
+	tier := fs.String("tier", "", "inside a session: run the command in a nested session with this tier of the agent's profile (command: no provider credentials or hosts, no writes to the agent's state)")
 	allowDegraded := fs.Bool("allow-degraded", false, "Windows: run even though denied reads and network limits cannot be enforced there (each missing guarantee is printed and audited)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: oxsupervise run [policy flags] [--user USER] -- CMD [ARG...]")
@@ -143,7 +144,8 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintln(s.err, "oxsupervise run: no command given (usage: oxsupervise run [flags] -- CMD [ARG...])")
 		return exitUsage
 	}
-	return runCommand(ctx, s, runRequest{flags: pf, user: *userFlag, allowDegraded: *allowDegraded, argv: argv})
+	return runCommand(ctx, s, runRequest{flags: pf, user: *userFlag, allowDegraded: *allowDegraded, argv: argv,
+		tier: *tier, policyArgs: policyArgs(fs)})
 }
 
 // prepareRun resolves the target user (user, "" meaning the sudo caller or
@@ -176,6 +178,31 @@ type runRequest struct {
 	user          string
 	allowDegraded bool
 	argv          []string
+	// tier is --tier (a nested session's), policyArgs the policy flags
+	// as given, for the supervisor of a nested session to compile.
+	tier       string
+	policyArgs []string
+}
+
+// policyArgs are the policy flags set on fs, as arguments again (the
+// nested run sends them to its supervisor, which compiles them): every
+// flag but run's own and --agent, which a nested run names its tier by.
+func policyArgs(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "user", "allow-degraded", "tier", policy.FlagAgent:
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				out = append(out, "--"+f.Name+"="+v)
+			}
+			return
+		}
+		out = append(out, "--"+f.Name+"="+f.Value.String())
+	})
+	return out
 }
 
 // parseVerbFlags parses args; done is true when the verb must return code

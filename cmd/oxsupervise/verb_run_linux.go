@@ -10,6 +10,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -24,6 +25,11 @@ func init() {
 
 // runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
 func runCommand(ctx context.Context, s streams, r runRequest) int {
+	// Inside a session (the kernel's word: this process's cgroup), a run
+	// is a nested session, asked of the session's supervisor.
+	if in, err := inSession(); in || err != nil || r.tier != "" {
+		return runNested(ctx, s, r, in, err)
+	}
 	// An unprivileged user goes through the daemon when it runs: it builds
 	// the boundary as root, clamped by managed policy on its side.
 	if os.Geteuid() != 0 {
@@ -49,7 +55,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	h := openHost(c, cgroup.Config{}, unavailable, s.err)
-	code, err := h.Run(ctx, session.RunOptions{
+	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
@@ -57,7 +63,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Unavailable: unavailable,
 		// Tests and administrators move the quarantine elsewhere.
 		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
-	})
+	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
 	if err != nil {

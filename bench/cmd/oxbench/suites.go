@@ -136,6 +136,10 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 	vs = append(vs,
 		variant{"oxsupervise run -s full-access -- true", timeOf(append(e.session(ws, "-s", "full-access"), truePath)...)},
 		variant{standaloneWW, timeOf(append(e.session(ws), truePath)...)},
+		// The hot path of an agent's commands (docs/agents-tiers.md): a
+		// nested session inside a session; its cost is this row minus
+		// the one above.
+		variant{nestedWW, timeOf(append(append(e.session(ws), e.oxs, "run", "--"), truePath)...)},
 	)
 	if bigErr != nil {
 		vs = append(vs, variant{bigName, func(context.Context, int) (map[string]float64, error) { return nil, bigErr }})
@@ -209,6 +213,7 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 const (
 	bwrapPeer    = "bwrap --ro-bind / / --dev /dev --proc /proc --bind WS WS --unshare-net --unshare-pid true"
 	standaloneWW = "oxsupervise run -- true (workspace-write, Landlock)"
+	nestedWW     = "oxsupervise run -- oxsupervise run -- true (a nested session in a workspace-write session)"
 )
 
 // ratiosTo is a note giving every other variant's median of metric as a

@@ -1,0 +1,433 @@
+//go:build linux
+
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
+	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
+)
+
+// Nested sessions of a standalone run (docs/agents-tiers.md). Inside a
+// session nothing can create a cgroup, write a BPF map or open an audit
+// log, so `run` inside a session is a client of the supervisor of the
+// session it runs in. A standalone `run` is that supervisor for as long as
+// its session lives: RunNesting listens on a socket of its own, names it
+// in the session's environment (NestEnv) and serves the requests of
+// processes of that session, and of the sessions nested in it, on it.
+//
+// Who asks is never taken from the request: the caller's pid comes from
+// SO_PEERCRED, is pinned by a pidfd, and its cgroup (the kernel's word)
+// must lie in the session this run supervises. The session it asks for a
+// child of is the innermost session of its cgroup (a command of a nested
+// session nests below that one), and the child's policy is
+// policy.Tighten(that session's, the request): a widening is refused with
+// the joined *policy.WidenError words and nothing is created.
+
+// NestEnv names the socket of the supervisor that serves the session, in
+// the session's environment. It is a hint where to ask, not a credential:
+// the supervisor authorizes by the caller's cgroup.
+const NestEnv = "OXSUPERVISE_SUPERVISOR"
+
+// DefaultNestDir holds the sockets of standalone runs: 0711 and beside
+// /run/oxsupervise (0700), so a session running as another user than
+// root reaches its socket.
+const DefaultNestDir = "/run/oxsupervise-nest"
+
+// NestRequest is what a nested `run` asks for.
+type NestRequest struct {
+	Argv []string `json:"argv"`
+	Dir  string   `json:"dir"`
+	// Env is the nested run's environment (the parent session's): the
+	// supervisor scrubs it by the child's policy, the one scrub.
+	Env []string `json:"env"`
+	// PolicyArgs are the policy flags the nested run was given; none
+	// means the parent's policy as it is (made tighter by Tier).
+	PolicyArgs []string `json:"policy_args,omitempty"`
+	// Tier "command" applies the command tier of Agent (the parent's
+	// agent profile when empty).
+	Tier  string `json:"tier,omitempty"`
+	Agent string `json:"agent,omitempty"`
+}
+
+// NestAnswer is the supervisor's answer to a NestRequest, and at the end
+// of the child (Records).
+type NestAnswer struct {
+	Session string              `json:"session,omitempty"`
+	Parent  string              `json:"parent,omitempty"`
+	Spec    *session.LaunchSpec `json:"spec,omitempty"`
+	// Warnings are the tier's and the compile's, for the caller's stderr.
+	Warnings []string `json:"warnings,omitempty"`
+	// Error is why nothing was created, Code the exit status to report.
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	// Records are the child's refusals, in the final answer.
+	Records []audit.Record `json:"records,omitempty"`
+}
+
+// NestReport is what the nested run reports once it was answered: its
+// launcher's pid (answered with a NestAnswer: the launcher waits for it),
+// then the command's exit status (answered with the refusals).
+type NestReport struct {
+	Started int  `json:"started,omitempty"`
+	Exit    *int `json:"exit,omitempty"`
+}
+
+// NestOptions configure the nested sessions RunNesting serves.
+type NestOptions struct {
+	// Dir holds the socket; "" means DefaultNestDir.
+	Dir string
+	// Request compiles what req asks for, given the policy of the session
+	// the caller runs in (the CLI's policy layers, as the session's user):
+	// Tighten is applied to its result, here.
+	Request func(parent *policy.Compiled, req NestRequest) (*policy.Compiled, []string, error)
+	// UID is the sessions' user, for the records.
+	UID int
+}
+
+// RunNesting is Run for a session whose commands may run nested sessions
+// inside it: the supervisor serves them for the session's lifetime.
+func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest NestOptions) (int, error) {
+	plan, err := h.Plan(planner.Run, opts.Policy, planner.Probe(opts.Unavailable))
+	if err != nil {
+		return 0, err
+	}
+	srv, err := listenNest(h, plan, opts, nest)
+	if err != nil {
+		return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
+	}
+	defer srv.close()
+	opts.SessionEnv = append(opts.SessionEnv, NestEnv+"="+srv.path)
+	// The socket is the session's way out to its supervisor: allowed by
+	// the supervisor's own rule, never by the user's files.
+	opts.Policy.Network.AllowUnixSockets = append(opts.Policy.Network.AllowUnixSockets, srv.path)
+	onStart := opts.OnStart
+	opts.OnStart = func(info session.SessionInfo) {
+		srv.start(info)
+		if onStart != nil {
+			onStart(info)
+		}
+	}
+	opts.Plan = plan
+	opts.Layers = append(h.Layers(plan), opts.Layers...)
+	return session.Run(ctx, opts)
+}
+
+// nestServer serves the nested sessions of one session.
+type nestServer struct {
+	h    *Host
+	plan *planner.Plan
+	opts NestOptions
+	cfg  cgroup.Config
+	warn io.Writer
+	path string
+	ln   *net.UnixListener
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	conns    map[*net.UnixConn]bool
+	root     string
+	sessions map[string]session.SessionInfo // the served session and its live children
+	children map[string]*nestChild
+}
+
+type nestChild struct {
+	once sync.Once
+	n    *session.Nested
+	recs []audit.Record
+}
+
+func (c *nestChild) finish(code int, err error) []audit.Record {
+	c.once.Do(func() { c.recs = c.n.Finish(code, err) })
+	return c.recs
+}
+
+func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestOptions) (*nestServer, error) {
+	dir := nest.Dir
+	if dir == "" {
+		dir = DefaultNestDir
+	}
+	// 0711: the sockets' names are not listed, only reached.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	removeStaleSockets(dir)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	// Named after the supervisor's pid, for removeStaleSockets.
+	path := filepath.Join(dir, fmt.Sprintf("%d-%s.sock", os.Getpid(), hex.EncodeToString(b[:])))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(true)
+	// Any uid may connect (a session may run as another user than root);
+	// what the caller may ask is decided by its cgroup.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	warn := opts.Warn
+	if warn == nil {
+		warn = io.Discard
+	}
+	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, path: path, ln: ln,
+		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
+}
+
+// removeStaleSockets removes the sockets of supervisors that are gone
+// (killed: a supervisor that ends removes its own).
+func removeStaleSockets(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !ok || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// start serves the session info, which now exists.
+func (s *nestServer) start(info session.SessionInfo) {
+	s.mu.Lock()
+	s.root = info.ID
+	s.sessions[info.ID] = info
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			conn, err := s.ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns[conn] = true
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer func() {
+					s.mu.Lock()
+					delete(s.conns, conn)
+					s.mu.Unlock()
+					conn.Close()
+				}()
+				s.serve(conn)
+			}()
+		}
+	}()
+}
+
+// close stops serving and ends every child still running (the session's
+// end killed their processes already: they are below its group).
+func (s *nestServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	children := make([]*nestChild, 0, len(s.children))
+	for _, c := range s.children {
+		children = append(children, c)
+	}
+	s.mu.Unlock()
+	for _, c := range children {
+		c.finish(-1, errors.New("the parent session ended"))
+	}
+	// A nested run still connected has lost its session: its end is
+	// its answer.
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// peer is the process on the other end of conn, pinned by a pidfd, and
+// the session (served here) it asks in.
+type peer struct {
+	pid, uid int
+	pidfd    int
+	parent   session.SessionInfo
+}
+
+func (p *peer) alive() bool { return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil }
+
+func (s *nestServer) authorize(conn *net.UnixConn) (*peer, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return nil, fmt.Errorf("peer credentials: %w", cerr)
+	}
+	pidfd, err := unix.PidfdOpen(int(cred.Pid), 0)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd of pid %d: %w", cred.Pid, err)
+	}
+	p := &peer{pid: int(cred.Pid), uid: int(cred.Uid), pidfd: pidfd}
+	chain, err := cgroup.SessionChain(s.cfg, p.pid)
+	// Read the cgroup, then check the pidfd: the cgroup read was the
+	// pinned process's, not a successor's with the same pid.
+	if err == nil && !p.alive() {
+		err = fmt.Errorf("pid %d exited", p.pid)
+	}
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(chain) == 0 || chain[0] != s.root {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("pid %d is not in session %s", p.pid, s.root)
+	}
+	info, ok := s.sessions[chain[len(chain)-1]]
+	if !ok {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("pid %d is in session %s, which is not served here", p.pid, chain[len(chain)-1])
+	}
+	p.parent = info
+	return p, nil
+}
+
+func (s *nestServer) serve(conn *net.UnixConn) {
+	enc, dec := json.NewEncoder(conn), json.NewDecoder(io.LimitReader(conn, 4<<20))
+	refuse := func(code int, err error) { enc.Encode(NestAnswer{Error: err.Error(), Code: code}) }
+	p, err := s.authorize(conn)
+	if err != nil {
+		refuse(125, fmt.Errorf("not authorized: %w", err))
+		return
+	}
+	defer unix.Close(p.pidfd)
+	var req NestRequest
+	if err := dec.Decode(&req); err != nil {
+		refuse(125, fmt.Errorf("bad request: %w", err))
+		return
+	}
+	if len(req.Argv) == 0 || !filepath.IsAbs(req.Dir) {
+		refuse(2, errors.New("bad request: no command, or a relative directory"))
+		return
+	}
+	request, warnings, err := s.opts.Request(p.parent.Policy, req)
+	if err != nil {
+		refuse(2, fmt.Errorf("policy: %w", err))
+		return
+	}
+	child, err := policy.Tighten(p.parent.Policy, request)
+	if err != nil {
+		refuse(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
+		return
+	}
+	tier := ""
+	if req.Tier != "" {
+		agent := req.Agent
+		if agent == "" && p.parent.Policy.Agent != nil {
+			agent = p.parent.Policy.Agent.Name
+		}
+		tier = "tier: " + req.Tier + " of " + agent
+	}
+	n, err := session.StartNested(context.Background(), session.NestedOptions{
+		Parent: p.parent, Policy: child, Plan: s.plan, Layers: s.h.Layers(s.plan),
+		Argv: req.Argv, UID: p.uid, Tier: tier, Cgroup: s.cfg, Warn: s.warn,
+	})
+	if err != nil {
+		refuse(session.FailureOf(err).Code, err)
+		return
+	}
+	c := &nestChild{n: n}
+	s.mu.Lock()
+	s.children[n.ID] = c
+	s.sessions[n.ID] = n.Info()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.children, n.ID)
+		delete(s.sessions, n.ID)
+		s.mu.Unlock()
+	}()
+	spec, err := n.Spec(req.Argv, req.Env, []string{NestEnv + "=" + s.path}, req.Dir)
+	if err == nil {
+		err = n.Admit(p.pid)
+	}
+	if err == nil && !p.alive() {
+		err = fmt.Errorf("pid %d exited", p.pid)
+	}
+	if err != nil {
+		c.finish(-1, err)
+		refuse(session.FailureOf(err).Code, err)
+		return
+	}
+	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
+		c.finish(-1, err)
+		return
+	}
+	code, runErr := -1, error(errors.New("the nested run went away before its command ended"))
+	for {
+		var r NestReport
+		if err := dec.Decode(&r); err != nil {
+			break
+		}
+		if r.Started != 0 {
+			if err := n.Started(r.Started); err != nil {
+				runErr = err
+				refuse(125, err)
+				break
+			}
+			// The launcher waits for this answer before it gets its spec.
+			if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID}); err != nil {
+				runErr = err
+				break
+			}
+		}
+		if r.Exit != nil {
+			code, runErr = *r.Exit, n.Release(p.pid)
+			break
+		}
+	}
+	recs := c.finish(code, runErr)
+	if runErr == nil {
+		enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Records: recs})
+	}
+}
+
+// NestSocket is the supervisor socket named in env, "" without one.
+func NestSocket(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, NestEnv+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
