@@ -202,7 +202,7 @@ func profileLayer(opts LoadOptions, m *merged, workspace string) (*layer, *Agent
 		for _, a := range g.Args {
 			ap.Args = append(ap.Args, a.Value)
 		}
-	case len(g.Args) > 0:
+	case len(g.Args) > 0 && len(opts.Argv) > 0:
 		fmt.Fprintf(opts.Warn, "oxsupervise: agent profile %s: the command %q is not the agent itself, so its switches %q were not added; set them yourself (see oxsupervise agents)\n", prof.Name, opts.Argv[0], argValues(g.Args))
 	}
 	for _, e := range g.SetEnv {

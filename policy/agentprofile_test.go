@@ -112,6 +112,8 @@ func TestAgentProfileChoice(t *testing.T) {
 	}{
 		{name: "not an agent", argv: []string{"bash"}},
 		{name: "named", argv: []string{"my-wrapper"}, flags: []string{"--agent", "codex"}, profile: "codex"},
+		// policy show --agent NAME, with no command at all.
+		{name: "named without a command", flags: []string{"--agent", "claude-code"}, profile: "claude-code"},
 		{name: "none", argv: []string{"claude"}, flags: []string{"--agent", "none"}},
 		{name: "unknown", argv: []string{"claude"}, flags: []string{"--agent", "claud"}, err: `flag --agent: no built-in agent profile "claud"`},
 		{name: "disabled in a file", argv: []string{"claude"}, file: "[agent.claude-code.profile]\nenabled = false\n"},
