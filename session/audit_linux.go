@@ -32,6 +32,9 @@ type auditor struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	stop         *audit.Record // session_stop, written last by close
+	// startNote is said once more in session_start's message (the agent
+	// tier warning: sharedTierNote).
+	startNote string
 
 	// The kernel audit feed can deliver a refusal of the command before
 	// the supervisor has written session_start (the command runs from the
@@ -162,8 +165,12 @@ func (a *auditor) sessionStart(e *Entry) {
 	// The command has exec'd: the launcher's audit session is final.
 	a.isOwnAuditSession(0)
 	defer a.release()
+	msg := fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " "))
+	if a.startNote != "" {
+		msg += "; warning: " + a.startNote
+	}
 	a.writeNow(audit.Record{
-		Message: fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " ")),
+		Message: msg,
 		Process: &audit.Process{PID: e.PID, CommandLine: strings.Join(e.Command, " ")},
 		User:    &audit.User{ID: fmt.Sprint(e.UID)},
 		Ox: audit.Ox{Kind: audit.KindSessionStart, Session: e.ID, Layer: audit.LayerSupervisor,

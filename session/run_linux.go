@@ -142,6 +142,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
+	tierNote := sharedTierNote(opts.Policy, env)
+	if tierNote != "" {
+		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", tierNote)
+	}
 	exe, err := LookPath(opts.Argv[0], env)
 	if err != nil {
 		return 127, &ExecError{127, err}
@@ -176,6 +180,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// The session's one audit sink: the supervisor's records and every
 	// layer's refusals go through it.
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
+	aud.startNote = tierNote
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)

@@ -375,6 +375,15 @@ func TestAgentClaudeCode(t *testing.T) {
 			if !strings.Contains(res.stdout, modelapi.FinalText) {
 				t.Errorf("claude did not print the model's final message")
 			}
+			// No hook installed: the session says once that the agent's
+			// commands share its tier, on stderr and in session_start.
+			const shared = "no oxsupervise hook in claude-code's settings"
+			if strings.Count(res.stderr, shared) != 1 {
+				t.Errorf("stderr has the shared-tier warning %d times, want once:\n%s", strings.Count(res.stderr, shared), res.stderr)
+			}
+			if log, _ := os.ReadFile(auditLog); !testutil.LineHasAll(string(log), `"kind":"session_start"`, shared) {
+				t.Errorf("no session_start record with the shared-tier warning in %s", auditLog)
+			}
 			checkSeedResults(t, api, u, auditLog, settings, settingsBefore, other, audited{outside: true, settings: true})
 			// Its state was written: the transcript of this session below
 			// ~/.claude/projects, and ~/.claude.json.

@@ -94,6 +94,9 @@ func checkTiers(t *testing.T, h *hookWorld, api *modelapi.Server, env []string, 
 	if !strings.Contains(res.stdout, modelapi.FinalText) {
 		t.Errorf("%s did not print the model's final message (it did not reach its API)", argv[0])
 	}
+	if strings.Contains(res.stderr, "no oxsupervise hook") {
+		t.Errorf("the shared-tier warning with the hook installed:\n%s", res.stderr)
+	}
 	if r := results["key"]; !strings.Contains(r.Output, "key=[]") {
 		t.Errorf("the command saw the agent's API key: %q", r.Output)
 	}
