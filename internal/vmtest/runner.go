@@ -121,7 +121,12 @@ func Run(ctx context.Context, cfg Config, jobs []Job) (Result, error) {
 	}
 	cmd := exec.CommandContext(ctx, cfg.Qemu,
 		"-nodefaults", "-display", "none", "-no-reboot",
-		"-accel", "tcg", "-cpu", "max",
+		// One host thread for every vCPU: under multi-threaded TCG,
+		// the kernel's live patching of its own text (text_poke_bp with
+		// int3, when a tracepoint's static key flips) raced another
+		// vCPU executing that code, and 6.12 died with "Oops: int3" in
+		// syscall_exit_to_user_mode_prepare. Real CPUs do not race so.
+		"-accel", "tcg,thread=single", "-cpu", "max",
 		"-smp", fmt.Sprint(cfg.CPUs), "-m", cfg.Memory,
 		"-kernel", image, "-initrd", initramfs, "-append", cmdline,
 		"-serial", "stdio",
