@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 func toPolicyFlags(f PolicyFlags) *policy.Flags {
@@ -84,13 +84,5 @@ func agentOwner(argv []string, cred credential) *policy.AgentOwner {
 }
 
 func envLookup(env []string) func(string) string {
-	return func(name string) string {
-		v := ""
-		for _, kv := range env {
-			if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-				v = val
-			}
-		}
-		return v
-	}
+	return func(name string) string { return session.EnvValue(env, name) }
 }

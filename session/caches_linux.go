@@ -52,7 +52,7 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 	if c.Mode != policy.ModeWorkspaceWrite || !c.FilesystemRules {
 		return nil, nil
 	}
-	home := envValue(env, "HOME")
+	home := EnvValue(env, "HOME")
 	if !filepath.IsAbs(home) {
 		return nil, fmt.Errorf("sandbox caches: HOME %q is not an absolute path", home)
 	}
@@ -95,7 +95,7 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 		set[v.name] = filepath.Join(root, v.dir)
 	}
 	if mod := userGoModCache(env, real); mod != "" {
-		proxy := envValue(env, "GOPROXY")
+		proxy := EnvValue(env, "GOPROXY")
 		if proxy == "" {
 			proxy = "https://proxy.golang.org,direct"
 		}
@@ -118,10 +118,10 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 // userGoModCache is the user's own Go module cache, when it has a
 // download cache to read from.
 func userGoModCache(env []string, home string) string {
-	mod := envValue(env, "GOMODCACHE")
+	mod := EnvValue(env, "GOMODCACHE")
 	if mod == "" {
 		gopath := filepath.Join(home, "go")
-		if gp := envValue(env, "GOPATH"); gp != "" {
+		if gp := EnvValue(env, "GOPATH"); gp != "" {
 			gopath = filepath.SplitList(gp)[0]
 		}
 		mod = filepath.Join(gopath, "pkg", "mod")
@@ -181,14 +181,4 @@ func (c *sandboxCaches) close() {
 	if c != nil {
 		removeEmpty(c.created)
 	}
-}
-
-func envValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if val, ok := strings.CutPrefix(kv, name+"="); ok {
-			v = val
-		}
-	}
-	return v
 }

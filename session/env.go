@@ -78,3 +78,15 @@ func matchAny(globs []string, name string) bool {
 	}
 	return false
 }
+
+// EnvValue is name's value in env, the last entry winning as it does for
+// the command that gets env; "" when env has none.
+func EnvValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if val, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = val
+		}
+	}
+	return v
+}

@@ -61,3 +61,12 @@ func TestScrubEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestEnvValue(t *testing.T) {
+	env := []string{"HOME=/a", "PATH=/bin", "HOMEDIR=/x", "HOME=/b", "EMPTY="}
+	for name, want := range map[string]string{"HOME": "/b", "PATH": "/bin", "EMPTY": "", "MISSING": "", "HOM": ""} {
+		if got := session.EnvValue(env, name); got != want {
+			t.Errorf("EnvValue(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"strings"
-
 	"github.com/openoxide/oxsupervise/agenthook"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -17,14 +15,7 @@ func sharedTierNote(c *policy.Compiled, env []string) string {
 	if c.Agent == nil {
 		return ""
 	}
-	lookup := func(name string) string {
-		for i := len(env) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
+	lookup := func(name string) string { return EnvValue(env, name) }
 	w, ok := agenthook.SharedTierWarning(c.Agent.Name, agenthook.AllSettings(lookup("HOME"), lookup))
 	if !ok {
 		return ""
