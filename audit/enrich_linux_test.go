@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,10 @@ func TestProcEnricher(t *testing.T) {
 		t.Skipf("cannot start sleep to enrich from: %v", err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Start returns once the close-on-exec pipe closes, which the kernel
+	// does before it lays out the new image's arguments: until then
+	// /proc/PID/cmdline reads empty. Wait for the arguments to exist.
+	waitForCmdline(t, cmd.Process.Pid, "sleep\x0030\x00")
 	enrich := ProcEnricher(time.Second)
 
 	r := &Record{Process: &Process{PID: cmd.Process.Pid, Name: "given-by-kernel"}}
@@ -125,4 +130,17 @@ func ppidOf(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return st.PPID
+}
+
+// waitForCmdline waits until /proc/PID/cmdline reads want.
+func waitForCmdline(t *testing.T, pid int, want string) {
+	t.Helper()
+	path := "/proc/" + strconv.Itoa(pid) + "/cmdline"
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && string(b) == want {
+			return
+		}
+	}
+	b, err := os.ReadFile(path)
+	t.Fatalf("%s = %q (%v), want %q", path, b, err, want)
 }
