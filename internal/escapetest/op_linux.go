@@ -22,7 +22,7 @@ const OpName = "escape"
 //
 //	write PATH | read PATH | mkdir PATH | rename OLD NEW | symlink TARGET LINK |
 //	chmod PATH | chown PATH | utimes PATH | mknod-char PATH | setuid UID |
-//	socket DOMAIN TYPE | io_uring_setup | unix-connect PATH|@ABSTRACT | capeff
+//	socket DOMAIN TYPE [PROTOCOL] | io_uring_setup | unix-connect PATH|@ABSTRACT | capeff
 //
 // It asserts nothing: the outcome is the test's to judge.
 func Op(args []string) int {
@@ -104,12 +104,17 @@ func do(op string, a []string) error {
 		}
 		return nil
 	case "socket":
+		proto := "0"
+		if len(a) > 2 {
+			proto = a[2]
+		}
 		domain, err1 := strconv.Atoi(arg(0))
 		typ, err2 := strconv.Atoi(arg(1))
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("%w: socket %q %q", errUsage, arg(0), arg(1))
+		protocol, err3 := strconv.Atoi(proto)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return fmt.Errorf("%w: socket %q %q %q", errUsage, arg(0), arg(1), proto)
 		}
-		fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, 0)
+		fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, protocol)
 		if err == nil {
 			unix.Close(fd)
 		}

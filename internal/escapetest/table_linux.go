@@ -208,7 +208,9 @@ func socketRows() []Row {
 				}
 				return Want{Results: [][]string{one("EAFNOSUPPORT")}, Audit: seccomp(k, "socket")}
 			}},
-		{Class: "sockets", Name: "inet-raw", Steps: []string{op("socket", strconv.Itoa(unix.AF_INET), strconv.Itoa(unix.SOCK_RAW))},
+		// A raw socket names its protocol (with 0 the kernel answers
+		// EPROTONOSUPPORT before any check): ping's ICMP.
+		{Class: "sockets", Name: "inet-raw", Steps: []string{op("socket", strconv.Itoa(unix.AF_INET), strconv.Itoa(unix.SOCK_RAW), strconv.Itoa(unix.IPPROTO_ICMP))},
 			Want: func(k Kernel, _ Session, _ *World) Want {
 				if k.Path == PathBPFLSM {
 					return Want{Results: [][]string{one("EPERM")}}
@@ -234,22 +236,28 @@ func protectedRows(w *World) []Row {
 		bpf         [][]string // results on BPF-LSM
 		bpfAction   string
 		gone        string // must not exist afterwards, when not entry
+		// related: BPF-LSM's record may be of an entry below entry
+		// (git init makes .git, then is refused .git/hooks).
+		related bool
 	}
 	ws := func(rel string) string { return filepath.Join(w.WS, rel) }
 	mkdirWrite := func(dir, file string) []string { return []string{op("mkdir", ws(dir)), op("write", ws(file))} }
 	refusedDir := [][]string{one("EACCES"), one("ENOENT")}
 	table := []p{
-		{"claude-settings", ".claude", mkdirWrite(".claude", ".claude/settings.json"), refusedDir, "mkdir", ""},
-		{"codex-config", ".codex", mkdirWrite(".codex", ".codex/config.toml"), refusedDir, "mkdir", ""},
-		{"vscode-settings", ".vscode", mkdirWrite(".vscode", ".vscode/settings.json"), refusedDir, "mkdir", ""},
-		{"mcp-json", ".mcp.json", []string{op("write", ws(".mcp.json"))}, [][]string{one("EACCES")}, "create", ""},
-		{"envrc", ".envrc", []string{op("write", ws(".envrc"))}, [][]string{one("EACCES")}, "create", ""},
-		{"agents-md-subdir", "sub/AGENTS.md", []string{op("write", ws("sub/AGENTS.md"))}, [][]string{one("EACCES")}, "create", ""},
-		{"git-init-fsmonitor", "nested/.git", []string{shell("git init -q nested && git -C nested config core.fsmonitor evil")},
-			[][]string{one("FAIL")}, "mkdir", "nested/.git/config"},
+		{"claude-settings", ".claude", mkdirWrite(".claude", ".claude/settings.json"), refusedDir, "mkdir", "", false},
+		{"codex-config", ".codex", mkdirWrite(".codex", ".codex/config.toml"), refusedDir, "mkdir", "", false},
+		{"vscode-settings", ".vscode", mkdirWrite(".vscode", ".vscode/settings.json"), refusedDir, "mkdir", "", false},
+		{"mcp-json", ".mcp.json", []string{op("write", ws(".mcp.json"))}, [][]string{one("EACCES")}, "create", "", false},
+		{"envrc", ".envrc", []string{op("write", ws(".envrc"))}, [][]string{one("EACCES")}, "create", "", false},
+		{"agents-md-subdir", "sub/AGENTS.md", []string{op("write", ws("sub/AGENTS.md"))}, [][]string{one("EACCES")}, "create", "", false},
+		// Two steps, so that the config is tried whatever init did (a
+		// half-made nested/.git sends git to the workspace's own
+		// repository, checked below).
+		{"git-init-fsmonitor", "nested/.git", []string{shell("git init -q nested"), shell("git -C nested config core.fsmonitor evil")},
+			[][]string{one("FAIL"), one("FAIL")}, "mkdir", "nested/.git/config", true},
 		{"rename-creates-name", "deep/.claude", []string{op("mkdir", ws("staging")), op("write", ws("staging/settings.json")), op("rename", ws("staging"), ws("deep/.claude"))},
-			[][]string{one("OK"), one("OK"), one("EACCES")}, "rename", ""},
-		{"symlink-at-protected-name", ".openoxide", []string{op("symlink", "/elsewhere", ws(".openoxide"))}, [][]string{one("EACCES")}, "symlink", ""},
+			[][]string{one("OK"), one("OK"), one("EACCES")}, "rename", "", false},
+		{"symlink-at-protected-name", ".openoxide", []string{op("symlink", "/elsewhere", ws(".openoxide"))}, [][]string{one("EACCES")}, "symlink", "", false},
 	}
 	var rows []Row
 	for _, tc := range table {
@@ -259,10 +267,17 @@ func protectedRows(w *World) []Row {
 				if goneRel == "" {
 					goneRel = tc.entry
 				}
-				want := Want{State: gone(ws(goneRel))}
+				want := Want{State: func(w *World) error {
+					if b, err := os.ReadFile(ws(".git/config")); err != nil || strings.Contains(string(b), "fsmonitor") {
+						return fmt.Errorf("the workspace's .git/config after the session: %v\n%s", err, b)
+					}
+					return gone(ws(goneRel))(w)
+				}}
 				if k.Path == PathBPFLSM {
 					want.Results = tc.bpf
-					want.Audit = []Record{bpfFile(tc.bpfAction, ws(tc.entry))}
+					rec := bpfFile(tc.bpfAction, ws(tc.entry))
+					rec.Related = tc.related
+					want.Audit = []Record{rec}
 					return want
 				}
 				// The quarantine moves a name when it appears: a step
