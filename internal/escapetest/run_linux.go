@@ -25,8 +25,6 @@ type Config struct {
 	// CLI is the oxsupervise binary; Self the test binary, which runs Op
 	// when started with testutil.OpArgs(OpName).
 	CLI, Self string
-	// Env is added to run's environment.
-	Env []string
 }
 
 // Run performs every row of the table in one `oxsupervise run` session
@@ -57,7 +55,6 @@ func Run(t *testing.T, cfg Config) {
 	cmd.Dir = w.WS
 	cmd.Env = append(os.Environ(), "HOME="+w.Home, "SELF="+cfg.Self, "GIT_CONFIG_NOSYSTEM=1",
 		"OXSUPERVISE_QUARANTINE_DIR="+w.Quarantine)
-	cmd.Env = append(cmd.Env, cfg.Env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

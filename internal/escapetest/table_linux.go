@@ -194,11 +194,11 @@ func capabilityRows(w *World) []Row {
 // BPF-LSM path; io_uring_setup refused by seccomp on both (the filter
 // always restricts TIOCSTI).
 func socketRows() []Row {
-	seccomp := func(k Kernel, action string) []Record {
+	seccomp := func(k Kernel, action string, class audit.Class) []Record {
 		if !k.SeccompAudited {
 			return nil
 		}
-		return []Record{{Layer: audit.LayerSeccomp, Action: action}}
+		return []Record{{Layer: audit.LayerSeccomp, Action: action, Class: class}}
 	}
 	return []Row{
 		{Class: "sockets", Name: "af-packet", Steps: []string{op("socket", strconv.Itoa(unix.AF_PACKET), strconv.Itoa(unix.SOCK_RAW))},
@@ -206,7 +206,7 @@ func socketRows() []Row {
 				if k.Path == PathBPFLSM {
 					return Want{Results: [][]string{one("EPERM")}, Audit: []Record{{Layer: audit.LayerBPFLSM, Action: "socket", Class: audit.ClassSelfProtection, Errno: unix.EPERM}}}
 				}
-				return Want{Results: [][]string{one("EAFNOSUPPORT")}, Audit: seccomp(k, "socket")}
+				return Want{Results: [][]string{one("EAFNOSUPPORT")}, Audit: seccomp(k, "socket", audit.ClassNetwork)}
 			}},
 		// A raw socket names its protocol (with 0 the kernel answers
 		// EPROTONOSUPPORT before any check): ping's ICMP.
@@ -215,11 +215,11 @@ func socketRows() []Row {
 				if k.Path == PathBPFLSM {
 					return Want{Results: [][]string{one("EPERM")}}
 				}
-				return Want{Results: [][]string{one("EPERM")}, Audit: seccomp(k, "socket")}
+				return Want{Results: [][]string{one("EPERM")}, Audit: seccomp(k, "socket", audit.ClassNetwork)}
 			}},
 		{Class: "sockets", Name: "io-uring-setup", Steps: []string{op("io_uring_setup")},
 			Want: func(k Kernel, _ Session, _ *World) Want {
-				return Want{Results: [][]string{one("ENOSYS")}, Audit: seccomp(k, "io_uring_setup")}
+				return Want{Results: [][]string{one("ENOSYS")}, Audit: seccomp(k, "io_uring_setup", audit.ClassSelfProtection)}
 			}},
 	}
 }
@@ -294,7 +294,7 @@ func protectedRows(w *World) []Row {
 					}
 					made = made || strings.Contains(step, shquote.Quote(ws(tc.entry)))
 				}
-				want.Audit = []Record{{Layer: audit.LayerQuarantine, Path: ws(tc.entry), Related: true}}
+				want.Audit = []Record{{Layer: audit.LayerQuarantine, Class: audit.ClassFile, Path: ws(tc.entry), Related: true}}
 				return want
 			}})
 	}
@@ -412,7 +412,7 @@ func roView(s Session, action, path string) []Record {
 	if strings.Contains(s.Stderr, roViewUnaudited) {
 		return nil
 	}
-	return []Record{{Layer: audit.LayerReadOnlyView, Action: action, Errno: unix.EROFS, Path: path}}
+	return []Record{{Layer: audit.LayerReadOnlyView, Action: action, Class: audit.ClassFile, Errno: unix.EROFS, Path: path}}
 }
 
 func gone(p string) func(*World) error {
