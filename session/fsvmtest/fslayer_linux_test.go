@@ -19,6 +19,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/escapetest"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/loader"
@@ -30,7 +31,7 @@ import (
 // performs one filesystem operation and prints OK or the errno name.
 // Scripts inside a session run it as "$SELF" fsopVerb OP ARGS.
 var (
-	ops      = map[string]testutil.Op{"fsop": fsop}
+	ops      = map[string]testutil.Op{"fsop": fsop, escapetest.OpName: escapetest.Op}
 	fsopVerb = testutil.OpArgs("fsop")[0]
 )
 

@@ -1,0 +1,60 @@
+//go:build linux
+
+package escapetest
+
+import (
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/landlock"
+	"github.com/openoxide/oxsupervise/loader"
+)
+
+// Path is the enforcement path `run` takes for the filesystem policy.
+type Path string
+
+const (
+	// PathLandlock is Landlock with the mount namespace's read-only view,
+	// seccomp socket families and the quarantine of protected names.
+	PathLandlock Path = "landlock"
+	// PathBPFLSM is the BPF-LSM programs, which refuse by inode ancestry
+	// and by name at creation.
+	PathBPFLSM Path = "bpf-lsm"
+)
+
+// Kernel is what the probes found: the expectations of every row derive
+// from it (and from what `run` says about its own boundary, see Run).
+type Kernel struct {
+	Path Path
+	// LandlockABI is 0 where Landlock is unusable.
+	LandlockABI int
+	// SeccompAudited: the kernel audits seccomp's errno actions, which
+	// the session's audit log turns into records of layer seccomp.
+	SeccompAudited bool
+}
+
+// Probe asks the kernel directly: BPF-LSM through doctor's probe program
+// (not the layer under test), Landlock's ABI through
+// landlock_create_ruleset's version query, seccomp audit through the
+// kernel's audit interface and kernel.seccomp.actions_logged.
+func Probe() Kernel {
+	k := Kernel{Path: PathLandlock}
+	if loader.ProbeBPFLSM() == nil {
+		k.Path = PathBPFLSM
+	}
+	if v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION); errno == 0 {
+		k.LandlockABI = int(v)
+	}
+	_, err := os.Stat("/proc/self/loginuid") // CONFIG_AUDIT
+	logged, _ := os.ReadFile("/proc/sys/kernel/seccomp/actions_logged")
+	k.SeccompAudited = err == nil && strings.Contains(string(logged), "errno")
+	return k
+}
+
+// landlockAudits: the kernel reports Landlock's own refusals to audit.
+func (k Kernel) landlockAudits() bool { return k.LandlockABI >= landlock.AuditABI }
+
+// abstractScoped: Landlock scopes abstract unix sockets (ABI 6).
+func (k Kernel) abstractScoped() bool { return k.LandlockABI >= 6 }
