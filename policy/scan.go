@@ -206,7 +206,7 @@ func (s *scanner) protectGitDir(dir, src string, depth int) error {
 		return nil
 	}
 	for _, v := range gitVectors {
-		p := filepath.Join(resolved, v)
+		p := filepath.Join(resolved, v.name)
 		a, fi, err := lstatAnchor(p, src)
 		if err != nil {
 			continue
