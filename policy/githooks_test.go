@@ -197,7 +197,9 @@ func TestBindProtectsGitIndirections(t *testing.T) {
 				if slices.Contains(paths(c.ProtectedPaths), p) {
 					t.Errorf("%s is a protected path", p)
 				}
-				if slices.ContainsFunc(c.ProtectedPatterns, func(pp ProtectedPattern) bool { return strings.HasSuffix(p, "/"+strings.Join(pp.Components, "/")) && pp.Source != "default" }) {
+				if slices.ContainsFunc(c.ProtectedPatterns, func(pp ProtectedPattern) bool {
+					return strings.HasSuffix(p, "/"+strings.Join(pp.Components, "/")) && pp.Source != "default"
+				}) {
 					t.Errorf("%s has a pattern of its own", p)
 				}
 			}
