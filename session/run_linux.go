@@ -91,6 +91,14 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
+	if lp.BPFLSM {
+		// BPF-LSM refuses every change of a protected entry by inode,
+		// with EACCES and an audit record. A read-only bind mount would
+		// refuse it first with EROFS, before any LSM is asked, and nothing
+		// audits that where BPF-LSM is the filesystem layer (the read-only
+		// view's tracer runs only without it).
+		m.Protected, m.Pinned = nil, nil
+	}
 	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
 	// the writable roots: the mount namespace is read-only there.
 	m.ReadOnlyView = lp.ReadOnlyView
