@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -152,6 +153,19 @@ func TestBindProtectsGitIndirections(t *testing.T) {
 			f.write(t, "ws/.git/config", "[core]\nbare = false\n")
 			f.write(t, "ws/.git/hooks/pre-commit", strings.ReplaceAll(preCommit, "%s", ".pre-commit-config.yaml"))
 		}, nil, []entry{{".pre-commit-config.yaml", "default"}}, []string{"ws/.pre-commit-config.yaml"}, ""},
+		{"protect_git = all: the repository from its picked .git", func(t *testing.T, f *fixture) {
+			f.write(t, "home/.openoxide/config.toml", "[sandbox]\nexclude_slash_tmp = true\nprotect_git = \"all\"\n")
+			f.write(t, "ws/.git/config", "[core]\nhooksPath = all-hooks\n")
+			f.mkdir(t, "ws/all-hooks")
+		}, []entry{{"ws/all-hooks", "core.hooksPath of $ROOT/ws "}, {"ws/.git", "default"}}, nil, nil, ""},
+		{"symlinked config", func(t *testing.T, f *fixture) {
+			f.write(t, "ws/real.gitconfig", "[core]\nhooksPath = linked-hooks\n")
+			f.mkdir(t, "ws/.git")
+			if err := os.Symlink("../real.gitconfig", filepath.Join(f.ws, ".git", "config")); err != nil {
+				t.Fatal(err)
+			}
+			f.mkdir(t, "ws/linked-hooks")
+		}, []entry{{"ws/linked-hooks", "core.hooksPath of $ROOT/ws "}}, nil, nil, ""},
 		{"hooksPath at the work tree's root", func(t *testing.T, f *fixture) {
 			f.write(t, "ws/sub/.git/config", "[core]\nhooksPath = .\n")
 		}, nil, nil, nil, "which holds the work tree $ROOT/ws/sub"},

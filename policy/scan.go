@@ -73,7 +73,7 @@ func (s *scanner) scan(root string) error {
 		switch n := len(comps); {
 		case comps[n-1] == ".git" && e.Type.IsDir(): // protect_git = "all" picks the whole directory
 			s.addRepo(filepath.Dir(e.Path), e.Path)
-		case n >= 2 && comps[n-2] == ".git" && comps[n-1] == "config" && e.Type.IsRegular():
+		case n >= 2 && comps[n-2] == ".git" && comps[n-1] == "config" && (e.Type.IsRegular() || isLink): // git follows a linked config
 			s.addRepo(filepath.Dir(filepath.Dir(e.Path)), filepath.Dir(e.Path))
 		}
 		p := s.matchPattern(comps, e.Type.IsDir())
