@@ -51,6 +51,12 @@ func (r *Resolved) Bind() (*Compiled, error) {
 			if err := sc.scan(root.Path); err != nil {
 				return nil, err
 			}
+			sc.enclosingRepo(root.Path)
+		}
+		// Once every root is known: a repository's config may point into
+		// another root.
+		if err := sc.protectRepos(home, r.opts.Env); err != nil {
+			return nil, err
 		}
 	}
 	c.DenyRead = []Anchor{}

@@ -155,6 +155,9 @@ type ProtectedPattern struct {
 	Components []string  `json:"components"`
 	Type       EntryType `json:"type"`
 	Source     string    `json:"source,omitempty"`
+	// Reason says what writing the entry would let a session do outside
+	// its boundary (`policy show` prints it).
+	Reason string `json:"reason,omitempty"`
 }
 
 // NameGlob denies entries whose final component matches Include (a glob)

@@ -27,7 +27,7 @@ func (s setting) source() string {
 }
 
 func (s setting) elemSource(i int) string {
-	if i < len(s.elems) && s.elems[i].Line != 0 {
+	if i < len(s.elems) && (s.elems[i].Line != 0 || s.elems[i].File != "") {
 		return s.elems[i].String()
 	}
 	return s.source()

@@ -2,54 +2,11 @@ package policy
 
 import (
 	"runtime"
-	"slices"
 )
 
-// The built-in sets every policy gets, whatever its layers say: protected
-// names, credential locations, scrubbed environment names and, for
-// restricted reads, the platform's system directories.
-
-// gitVectors are the entries of a git directory that let whoever writes
-// them run code (hooks, config's core.fsmonitor/core.hooksPath, alternate
-// common dirs, info/ attributes and excludes filters).
-var gitVectors = []string{"hooks", "config", "config.worktree", "commondir", "info"}
-
-// defaultProtectedNames are protected at any depth below a writable root.
-var defaultProtectedNames = []string{
-	".openoxide", ".codex", ".agents", ".claude", ".cursor", ".vscode", ".idea",
-	".mcp.json", ".envrc", ".gitmodules", "AGENTS.md", "CLAUDE.md", "CONTEXT.md",
-}
-
-// defaultProtectedPatterns returns DESIGN §2's protected set.
-func defaultProtectedPatterns(protectGit string) []ProtectedPattern {
-	var out []ProtectedPattern
-	if protectGit == "all" {
-		out = append(out, ProtectedPattern{Components: []string{".git"}, Type: EntryAny, Source: "default (protect_git = \"all\")"})
-	} else {
-		// A .git *file* points git at another directory (gitdir:); it must
-		// not be rewritten, while a .git directory may be created (git init).
-		out = append(out, ProtectedPattern{Components: []string{".git"}, Type: EntryFile, Source: "default"})
-		// Submodule names may contain one slash level; nesting is covered two
-		// deep. Deeper layouts are still caught by the bind-time scan
-		// (ProtectedPaths) but not for entries created later.
-		prefixes := [][]string{
-			{".git"},
-			{".git", "modules", "*"},
-			{".git", "modules", "*", "*"},
-			{".git", "modules", "*", "modules", "*"},
-			{".git", "worktrees", "*"},
-		}
-		for _, p := range prefixes {
-			for _, v := range gitVectors {
-				out = append(out, ProtectedPattern{Components: append(slices.Clone(p), v), Type: EntryAny, Source: "default"})
-			}
-		}
-	}
-	for _, n := range defaultProtectedNames {
-		out = append(out, ProtectedPattern{Components: []string{n}, Type: EntryAny, Source: "default"})
-	}
-	return out
-}
+// The built-in sets every policy gets, whatever its layers say: credential
+// locations, scrubbed environment names and, for restricted reads, the
+// platform's system directories. The protected set is protectedset.go's.
 
 // defaultDenyRead are credential locations below the home directory.
 func defaultDenyRead() []string {

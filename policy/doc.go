@@ -93,8 +93,11 @@
 // the files and nothing more. Resolved.Bind (bind.go) resolves those paths
 // against the filesystem as it is when a session's boundary is built:
 // symlinks, device and inode (anchor.go), /tmp and $TMPDIR, and the scan of
-// the writable roots for existing protected entries (scan.go). Load is
-// both. Built-in sets live in defaults.go, the layer files in load_impl.go,
+// the writable roots for existing protected entries (scan.go), and what
+// the repositories found there point git at (githooks.go: core.hooksPath,
+// included config files, a pre-commit hook's config). Load is both. The
+// protected set, each entry with its reason, lives in protectedset.go, the
+// other built-in sets in defaults.go, the layer files in load_impl.go,
 // their decoding in decode.go and the merge under locks in merge.go.
 //
 // # Resolver keys

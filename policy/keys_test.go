@@ -57,10 +57,13 @@ func TestDefaults(t *testing.T) {
 	if !slices.Equal(c.AllowedModes, []Mode{ModeReadOnly, ModeWorkspaceWrite, ModeExternalSandbox, ModeFullAccess}) {
 		t.Errorf("allowed modes %v", c.AllowedModes)
 	}
-	wantNames := append([]string{".git"}, defaultProtectedNames...)
+	wantNames := []string{".git"}
+	for _, n := range defaultProtectedNames {
+		wantNames = append(wantNames, n.path)
+	}
 	for _, n := range wantNames {
-		if !slices.ContainsFunc(c.ProtectedPatterns, func(p ProtectedPattern) bool { return len(p.Components) == 1 && p.Components[0] == n }) {
-			t.Errorf("protected patterns lack %s", n)
+		if !slices.ContainsFunc(c.ProtectedPatterns, func(p ProtectedPattern) bool { return strings.Join(p.Components, "/") == n && p.Reason != "" }) {
+			t.Errorf("protected patterns lack %s (with a reason)", n)
 		}
 	}
 	for _, want := range [][]string{{".git", "hooks"}, {".git", "config"}, {".git", "modules", "*", "hooks"}, {".git", "worktrees", "*", "config.worktree"}} {

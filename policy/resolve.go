@@ -106,7 +106,16 @@ func resolveMerged(m *merged, opts LoadOptions, ws Anchor) (*Resolved, error) {
 			continue
 		}
 		comps := strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
-		c.ProtectedPatterns = append(c.ProtectedPatterns, ProtectedPattern{Components: comps, Type: EntryAny, Source: src})
+		if slices.ContainsFunc(c.ProtectedPatterns, func(q ProtectedPattern) bool {
+			return q.Type == EntryAny && slices.Equal(q.Components, comps)
+		}) {
+			continue // a built-in already (an agent profile's rule file): its reason stays
+		}
+		reason := "listed in sandbox.protected_subpaths"
+		if isProfileSource(src) {
+			reason = "a rule file of the agent's profile"
+		}
+		c.ProtectedPatterns = append(c.ProtectedPatterns, ProtectedPattern{Components: comps, Type: EntryAny, Source: src, Reason: reason})
 	}
 
 	if c.Mode != ModeFullAccess {

@@ -29,6 +29,8 @@ type scanner struct {
 	cache   string // LoadOptions.ScanCache
 	entries int
 	limit   int
+	// repos are the repositories found, for githooks.go.
+	repos []gitRepo
 }
 
 func (s *scanner) addPath(a Anchor) {
@@ -67,6 +69,12 @@ func (s *scanner) scan(root string) error {
 			if err := s.gitFile(root, e.Path); err != nil {
 				return err
 			}
+		}
+		switch n := len(comps); {
+		case comps[n-1] == ".git" && e.Type.IsDir(): // protect_git = "all" picks the whole directory
+			s.addRepo(filepath.Dir(e.Path), e.Path)
+		case n >= 2 && comps[n-2] == ".git" && comps[n-1] == "config" && (e.Type.IsRegular() || isLink): // git follows a linked config
+			s.addRepo(filepath.Dir(filepath.Dir(e.Path)), filepath.Dir(e.Path))
 		}
 		p := s.matchPattern(comps, e.Type.IsDir())
 		if p == nil && isLink {
@@ -186,6 +194,7 @@ func (s *scanner) gitFile(root, path string) error {
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(filepath.Dir(path), target)
 	}
+	s.addRepo(filepath.Dir(path), target)
 	return s.protectGitDir(target, path+" gitdir", 0)
 }
 
@@ -206,7 +215,7 @@ func (s *scanner) protectGitDir(dir, src string, depth int) error {
 		return nil
 	}
 	for _, v := range gitVectors {
-		p := filepath.Join(resolved, v)
+		p := filepath.Join(resolved, v.name)
 		a, fi, err := lstatAnchor(p, src)
 		if err != nil {
 			continue

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -90,6 +91,20 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 	m, err := landlock.PlanMounts(c, p.Landlock)
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
+	}
+	if lp.BPFLSM {
+		// BPF-LSM refuses every change of a protected entry by inode,
+		// with EACCES and an audit record. A read-only bind mount would
+		// refuse it first with EROFS, before any LSM is asked, and nothing
+		// audits that where BPF-LSM is the filesystem layer (the read-only
+		// view's tracer runs only without it). A symlink at a protected
+		// name stays in the plan: the mount layer refuses to follow it and
+		// names the command that fixes it, as on the Landlock path.
+		m.Protected = slices.DeleteFunc(m.Protected, func(a policy.Anchor) bool {
+			fi, err := os.Lstat(a.Path)
+			return err == nil && fi.Mode()&os.ModeSymlink == 0
+		})
+		m.Pinned = nil
 	}
 	// Without BPF-LSM nothing else refuses chmod, chown or utimes outside
 	// the writable roots: the mount namespace is read-only there.

@@ -169,7 +169,7 @@ func writeCompiled(w io.Writer, c *policy.Compiled, digest string) {
 	}
 	fmt.Fprintln(w, "protected patterns:")
 	for _, p := range c.ProtectedPatterns {
-		fmt.Fprintf(w, "  %s (%s)  # %s\n", strings.Join(p.Components, "/"), p.Type, p.Source)
+		fmt.Fprintf(w, "  %s (%s): %s  # %s\n", strings.Join(p.Components, "/"), p.Type, p.Reason, p.Source)
 	}
 	anchors("protected paths", c.ProtectedPaths)
 	anchors("deny read", c.DenyRead)
