@@ -253,7 +253,10 @@ func (r *Report) bpfLSMLayer() Layer {
 		l.Fix = "make /sys/kernel/security/lsm readable (mount securityfs) and check that bpf is in lsm= on the kernel command line"
 	case r.BPFLSM.Errno == "EPERM":
 		l.Fix = "bpf is in the LSM list but the kernel refuses BPF_LSM_MAC programs with EPERM: check kernel lockdown" +
-			lockdownHint(r.LSM.Lockdown) + ", and any hypervisor or seccomp policy that filters bpf(); landlock stays the filesystem layer meanwhile"
+			lockdownHint(r.LSM.Lockdown) + ", and any hypervisor or seccomp policy that filters bpf()"
+		if r.Landlock.OK {
+			l.Fix += "; landlock stays run's filesystem layer meanwhile"
+		}
 	default:
 		l.Fix = "the BPF-LSM probe failed (see detail); kernel needs CONFIG_BPF_LSM=y, BTF and bpf in lsm="
 	}

@@ -21,9 +21,6 @@ import (
 	"github.com/openoxide/oxsupervise/planner"
 )
 
-// AttachMessageNoFS is printed when attach cannot apply filesystem rules.
-const AttachMessageNoFS = planner.AttachNoFS
-
 // pfKthread is PF_KTHREAD in include/linux/sched.h.
 const pfKthread = 0x00200000
 
@@ -87,7 +84,7 @@ func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	if err := checkAttachable(opts); err != nil {
 		return nil, err
 	}
-	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, planner.Options{NetworkOnly: opts.NetworkOnly}, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func closeHost(h *host.Host, warn io.Writer) {
 func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
 	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err)
 	e, plan, err := h.Attach(ctx, opts, nil)
-	code := reportAttach(s, e, err)
+	code := reportAttach(s, opts.PID, e, err)
 	if e == nil {
 		closeHost(h, s.err)
 		return code
