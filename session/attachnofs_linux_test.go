@@ -128,6 +128,14 @@ func TestAttachFailsClosedWithoutBPFLSM(t *testing.T) {
 		})
 	}
 
+	t.Run("wrong-pid-first", func(t *testing.T) {
+		// A pid attach must not touch is reported as such, before
+		// whether a boundary could be built for it.
+		r := e.run(t, nil, "attach", "--pid", "999999999")
+		if r.code != 1 || !strings.Contains(r.stderr, "pid 999999999: no such process") || strings.Contains(r.stderr, "BPF-LSM") {
+			t.Errorf("attach of a missing pid: exit %d (want 1), stderr %q", r.code, r.stderr)
+		}
+	})
 	t.Run("external-sandbox", func(t *testing.T) {
 		// No filesystem rules by design: nothing for BPF-LSM to hold. Full
 		// network with every loopback service needs no layer in attach's

@@ -66,6 +66,11 @@ func closeHost(h *host.Host, warn io.Writer) {
 // attachStandalone confines opts.PID on a host of its own and keeps the
 // host alive for as long as the session (holdAttached).
 func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
+	// A wrong pid is reported as such, before whether its boundary can be
+	// built.
+	if err := session.CheckAttachable(opts); err != nil {
+		return reportAttach(s, opts.PID, nil, err)
+	}
 	if err := attachPreflight(opts); err != nil {
 		return reportAttach(s, opts.PID, nil, err)
 	}
