@@ -86,6 +86,10 @@ type AttachRequest struct {
 	Policy PolicyFlags `json:"policy"`
 	// Dir is the client's directory: the default workspace.
 	Dir string `json:"dir"`
+	// NetworkOnly accepts the network rules and cgroup containment alone
+	// where no BPF-LSM can enforce the policy's filesystem rules (attach
+	// --network-only); without it such an attach is refused.
+	NetworkOnly bool `json:"network_only,omitempty"`
 }
 
 // AttachResult is the answer to POST /sessions/attach (201): the session's

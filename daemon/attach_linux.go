@@ -5,6 +5,7 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/user"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/doctor"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -70,14 +72,18 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		return
 	}
 	e, _, err := s.enf.host.Attach(r.Context(), session.AttachOptions{
-		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0,
+		PID: req.PID, Policy: c, CallerUID: p.UID, AllowOtherUser: p.UID == 0, NetworkOnly: req.NetworkOnly,
 		Warn: &warn, Unavailable: s.opts.Unavailable, Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
 	}, s.enf.record)
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
 			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
-			writeError(w, errorf(http.StatusInternalServerError, "boundary", "boundary not built: %v; nothing was moved", be))
+			msg := fmt.Sprintf("pid %d: boundary not built: %v; nothing was moved", req.PID, be)
+			if rem, ok := doctor.BPFLSMRemedy(err); ok {
+				msg += "\n" + strings.TrimRight(rem.Format("remedy"), "\n")
+			}
+			writeError(w, errorf(http.StatusInternalServerError, "boundary", "%s", msg))
 			return
 		}
 		writeError(w, errorf(http.StatusConflict, "conflict", "attach pid %d: %v", req.PID, err))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -103,8 +104,8 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer, resolverA
 
 // forSession decides c's layers for verb on the daemon's host (package
 // planner) and returns the plan with the layers it applies.
-func (e *enforcement) forSession(verb planner.Verb, c *policy.Compiled) (*planner.Plan, []session.SessionLayer, error) {
-	plan, err := e.host.Plan(verb, c, planner.Probe(e.unavailable))
+func (e *enforcement) forSession(verb planner.Verb, c *policy.Compiled, opts planner.Options) (*planner.Plan, []session.SessionLayer, error) {
+	plan, err := e.host.Plan(verb, c, planner.Probe(e.unavailable), opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,8 +169,8 @@ func (e *enforcement) record(l session.SessionLayer) session.SessionLayer {
 }
 
 // forAttach is forSession with every layer recorded for release.
-func (e *enforcement) forAttach(c *policy.Compiled) (*planner.Plan, []session.SessionLayer, error) {
-	plan, ls, err := e.forSession(planner.Attach, c)
+func (e *enforcement) forAttach(c *policy.Compiled, opts planner.Options) (*planner.Plan, []session.SessionLayer, error) {
+	plan, ls, err := e.forSession(planner.Attach, c, opts)
 	for i, l := range ls {
 		ls[i] = e.record(l)
 	}
@@ -302,7 +303,11 @@ func (s *Server) reapply(ctx context.Context, st session.Status, c *policy.Compi
 		cc.Network.Policy = policy.NetNone
 		c = &cc
 	}
-	plan, ls, err := s.enf.forAttach(c)
+	// A session attached without BPF-LSM was asked for the network-only
+	// boundary (nothing else attaches it): its record says so by the
+	// layers it got. One attached with BPF-LSM is refused here without it.
+	networkOnly := !slices.Contains(st.Layers, session.LayerBPFLSM)
+	plan, ls, err := s.enf.forAttach(c, planner.Options{NetworkOnly: networkOnly})
 	if err != nil {
 		return err
 	}

@@ -166,15 +166,19 @@ func helperMain(mode string, args []string) int {
 		if args[2] != "-" {
 			pf.AllowNet = strings.Split(args[2], ",")
 		}
-		res, err := c.Attach(ctx, AttachRequest{PID: pid, Dir: wd, Policy: pf})
+		// Network rules are under test: without BPF-LSM the policy's
+		// filesystem rules need the network-only boundary asked for.
+		res, err := c.Attach(ctx, AttachRequest{PID: pid, Dir: wd, Policy: pf, NetworkOnly: true})
 		if err != nil {
 			return fail(err)
 		}
 		return printJSON(res)
-	case "attach": // PID
+	case "attach", "attachstrict": // PID
+		// attach asks for the network-only boundary (the tests using it
+		// are about who may attach what); attachstrict does not.
 		pid, _ := strconv.Atoi(args[0])
 		wd, _ := os.Getwd()
-		res, err := c.Attach(ctx, AttachRequest{PID: pid, Dir: wd, Policy: PolicyFlags{Net: "full"}})
+		res, err := c.Attach(ctx, AttachRequest{PID: pid, Dir: wd, Policy: PolicyFlags{Net: "full"}, NetworkOnly: mode == "attach"})
 		if err != nil {
 			return fail(err)
 		}

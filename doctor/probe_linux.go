@@ -31,9 +31,6 @@ func probeHost(ctx context.Context, r *Report) {
 	probeKernel(r)
 	probeLSM(r)
 	r.BPFLSM = probeFrom(loader.ProbeBPFLSM())
-	// cilium/ebpf appends a MEMLOCK hint to every EPERM; the loader already
-	// lifts the limit, so the hint would send users the wrong way.
-	r.BPFLSM.Error = strings.Replace(r.BPFLSM.Error, " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
 	probeLandlock(r)
 	probeCgroup(r)
 	r.BTF = probeFrom(loader.ProbeBTF())

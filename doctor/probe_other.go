@@ -24,3 +24,8 @@ func probeHost(ctx context.Context, r *Report) {
 	r.CgroupSockAddr = unsupported
 	r.Audit.Probe = unsupported
 }
+
+// probeLSM on other systems: there is no LSM list to read.
+func probeLSM(r *Report) {
+	r.LSM.Error = fmt.Sprintf("not supported on this OS (%s)", runtime.GOOS)
+}

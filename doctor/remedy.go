@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/openoxide/oxsupervise/planner"
 )
 
 // Machine is what the remedies are computed from, read from the files of
@@ -270,13 +273,61 @@ func (r *Report) writeRemedies(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nremedies for this machine (%s, boot: %s)\n", name, r.Machine.Boot)
 	for _, rem := range r.Remedies {
+		label := "note"
 		if len(rem.Layers) > 0 {
-			fmt.Fprintf(w, "  %s: %s\n", strings.Join(rem.Layers, ", "), rem.Why)
-		} else {
-			fmt.Fprintf(w, "  note: %s\n", rem.Why)
+			label = strings.Join(rem.Layers, ", ")
 		}
-		for i, step := range rem.Steps {
-			fmt.Fprintf(w, "    %d. %s\n", i+1, step)
+		io.WriteString(w, rem.Format(label))
+	}
+}
+
+// Format is rem as the text report prints it: "  label: why", then each
+// step numbered on a line of its own.
+func (rem Remedy) Format(label string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s: %s\n", label, rem.Why)
+	for i, step := range rem.Steps {
+		fmt.Fprintf(&b, "    %d. %s\n", i+1, step)
+	}
+	return b.String()
+}
+
+// BPFLSMRemedy is doctor's remedy for a session refused for want of
+// BPF-LSM (a *planner.AttachNeedsBPFLSM, or the loader's reason itself):
+// what makes BPF-LSM usable on this machine, from why the host could not
+// build it (the loader's error, which the refusal does not show) and the
+// machine's LSM list and boot configuration, read now. False when the
+// reason is the host's own (its programs cannot enforce this policy:
+// planner.NotLoaded says why) rather than the kernel's, since then nothing
+// on the machine needs changing.
+func BPFLSMRemedy(refusal error) (Remedy, bool) {
+	why := refusal
+	var nofs *planner.AttachNeedsBPFLSM
+	if errors.As(refusal, &nofs) {
+		why = nofs.Why
+	}
+	var nl *planner.NotLoaded
+	if why == nil || errors.As(why, &nl) {
+		return Remedy{}, false
+	}
+	// The supervisor that was refused runs as root (standalone attach and
+	// the daemon both do), so the remedy is never "run doctor as root".
+	r := Report{Root: true}
+	probeLSM(&r)
+	r.BPFLSM = probeFrom(why)
+	return r.bpfLSMRemedy(ReadMachine("/")), true
+}
+
+// bpfLSMRemedy is the lsm= remedy for m when that is the change, and
+// otherwise the bpf-lsm layer's fix.
+func (r *Report) bpfLSMRemedy(m Machine) Remedy {
+	l := r.bpfLSMLayer()
+	rr := *r
+	rr.Layers = []Layer{l}
+	for _, rem := range Remedies(m, &rr) {
+		if slices.Contains(rem.Layers, LayerBPFLSM) {
+			return rem
 		}
 	}
+	return Remedy{Layers: []string{LayerBPFLSM}, Why: l.Fix}
 }

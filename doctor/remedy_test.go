@@ -3,11 +3,18 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestRemediesGolden")
@@ -38,9 +45,9 @@ func reportFor(m Machine) *Report {
 // TestRemediesGolden reads each fixture tree under testdata/doctor (the
 // files of a real installation of that distribution: os-release, the
 // kernel command line, the LSM order, GRUB's defaults and drop-ins,
-// systemd-boot entries) and compares the machine doctor reads and the
-// remedies it prints with testdata/doctor/<distro>.golden (go test
-// -update rewrites them).
+// systemd-boot entries) and compares the machine doctor reads, the
+// remedies it prints and the limits it states with
+// testdata/doctor/<distro>.golden (go test -update rewrites them).
 func TestRemediesGolden(t *testing.T) {
 	entries, err := os.ReadDir("../testdata/doctor")
 	if err != nil {
@@ -57,12 +64,16 @@ func TestRemediesGolden(t *testing.T) {
 			r := reportFor(ReadMachine(dir))
 			var got bytes.Buffer
 			r.writeRemedies(&got)
+			if err := r.writeLimits(&got); err != nil {
+				t.Fatal(err)
+			}
 			enc := json.NewEncoder(&got)
 			enc.SetIndent("", "  ")
 			if err := enc.Encode(struct {
 				Machine  *Machine `json:"machine"`
 				Remedies []Remedy `json:"remedies"`
-			}{r.Machine, r.Remedies}); err != nil {
+				Limits   []Limit  `json:"limits"`
+			}{r.Machine, r.Remedies, r.Verdict.Limits}); err != nil {
 				t.Fatal(err)
 			}
 			golden := filepath.Join("../testdata/doctor", name+".golden")
@@ -94,6 +105,40 @@ func TestReplaceArg(t *testing.T) {
 	} {
 		if got := replaceArg(tc.in, "lsm", "lsm=a,bpf"); got != tc.want {
 			t.Errorf("replaceArg(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestBPFLSMRemedy: the remedy a refusal for want of BPF-LSM (attach)
+// shows is doctor's for the machine: the boot loader's lsm= steps where
+// bpf is not in the LSM list, the layer's fix where the kernel refuses
+// the programs, nothing where the host's own reason stands in the way.
+func TestBPFLSMRemedy(t *testing.T) {
+	debian := ReadMachine("../testdata/doctor/debian")
+	notListed := &Report{Root: true}
+	notListed.LSM.Active = debian.LSM
+	notListed.BPFLSM = probeFrom(fmt.Errorf("bpf-lsm probe: active LSMs: %w", loader.ErrBPFNotInLSMList))
+	rem := notListed.bpfLSMRemedy(debian)
+	if !slices.Contains(rem.Layers, LayerBPFLSM) || len(rem.Steps) != 3 || rem.Steps[1] != "update-grub" ||
+		!strings.Contains(rem.Steps[0], "lsm=lockdown,capability,landlock,yama,apparmor,bpf") {
+		t.Errorf("bpf not listed on Debian: remedy %+v, want the GRUB steps", rem)
+	}
+	if text := rem.Format("remedy"); !strings.HasPrefix(text, "  remedy: bpf not in the active LSM order") || !strings.Contains(text, "    2. update-grub\n") {
+		t.Errorf("formatted remedy %q", text)
+	}
+
+	refused := &Report{Root: true}
+	refused.LSM.Active, refused.LSM.Lockdown = append(debian.LSM, "bpf"), "integrity"
+	refused.BPFLSM = probeFrom(fmt.Errorf("bpf-lsm probe: load: %w", syscall.EPERM))
+	rem = refused.bpfLSMRemedy(debian)
+	if len(rem.Steps) != 0 || !strings.Contains(rem.Why, "refuses BPF_LSM_MAC programs with EPERM") || !strings.Contains(rem.Why, "lockdown: integrity") {
+		t.Errorf("bpf listed, load refused: remedy %+v, want the layer's fix", rem)
+	}
+
+	for _, why := range []error{nil, &planner.NotLoaded{Err: errors.New("not for this policy")},
+		&planner.BoundaryError{Layer: planner.LayerBPFLSM, Err: &planner.AttachNeedsBPFLSM{Why: &planner.NotLoaded{Err: errors.New("x")}}}} {
+		if rem, ok := BPFLSMRemedy(why); ok {
+			t.Errorf("BPFLSMRemedy(%v) = %+v: no machine change helps the host's own reason", why, rem)
 		}
 	}
 }

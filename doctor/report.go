@@ -150,6 +150,9 @@ type Verdict struct {
 	// ProtectedNames states what happens to a protected name (.claude/,
 	// .envrc, a new repository's .git/hooks) a session creates here.
 	ProtectedNames string `json:"protected_names,omitempty"`
+	// Limits are what the layers here cannot hold and what replaces them
+	// (limits.go).
+	Limits []Limit `json:"limits,omitempty"`
 }
 
 // decide fills Layers, Modes and Verdict from the probes.
@@ -215,11 +218,12 @@ func (r *Report) decide() {
 			"within milliseconds of its creation (audited), and none is left in place when the session ends; "+
 			"a policy with sandbox.require = [\"bpf-lsm\"] refuses to run here (fix: %s)", quarantine.DefaultDir, bpf.Fix)
 	}
+	r.Verdict.Limits = r.limits(bpf) // limits.go
 	switch {
 	case r.Verdict.OK && bpf.Available:
 		r.Verdict.Summary = "every confined mode can be enforced, for run and attach"
 	case r.Verdict.OK:
-		r.Verdict.Summary = "every confined mode can be enforced by run (filesystem through landlock); attach applies network rules only until bpf-lsm is usable"
+		r.Verdict.Summary = "every confined mode can be enforced by run (filesystem through landlock); attach refuses policies with filesystem rules until bpf-lsm is usable (--network-only: network rules only)"
 	default:
 		var missing []string
 		if fs == "" {
@@ -253,7 +257,10 @@ func (r *Report) bpfLSMLayer() Layer {
 		l.Fix = "make /sys/kernel/security/lsm readable (mount securityfs) and check that bpf is in lsm= on the kernel command line"
 	case r.BPFLSM.Errno == "EPERM":
 		l.Fix = "bpf is in the LSM list but the kernel refuses BPF_LSM_MAC programs with EPERM: check kernel lockdown" +
-			lockdownHint(r.LSM.Lockdown) + ", and any hypervisor or seccomp policy that filters bpf(); landlock stays the filesystem layer meanwhile"
+			lockdownHint(r.LSM.Lockdown) + ", and any hypervisor or seccomp policy that filters bpf()"
+		if r.Landlock.OK {
+			l.Fix += "; landlock stays run's filesystem layer meanwhile"
+		}
 	default:
 		l.Fix = "the BPF-LSM probe failed (see detail); kernel needs CONFIG_BPF_LSM=y, BTF and bpf in lsm="
 	}
@@ -421,6 +428,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Verdict.ProtectedNames != "" {
 		fmt.Fprintln(tw)
 		line("protected names", "", r.Verdict.ProtectedNames)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := r.writeLimits(w); err != nil {
+		return err
 	}
 	fmt.Fprintln(tw)
 	if len(r.Agents) == 0 {

@@ -307,8 +307,8 @@ func (h *Host) Capabilities(c *policy.Compiled, caps planner.Capabilities) plann
 
 // Plan decides c's layers for verb on this host: planner.Decide with the
 // kernel's capabilities (probe) completed by the host's.
-func (h *Host) Plan(verb planner.Verb, c *policy.Compiled, probe planner.Capabilities) (*planner.Plan, error) {
-	return planner.Decide(verb, c, h.Capabilities(c, probe))
+func (h *Host) Plan(verb planner.Verb, c *policy.Compiled, probe planner.Capabilities, opts planner.Options) (*planner.Plan, error) {
+	return planner.Decide(verb, c, h.Capabilities(c, probe), opts)
 }
 
 // Layers returns the host's layers plan applies, in order.

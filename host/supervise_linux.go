@@ -19,7 +19,7 @@ import (
 // applied (before opts.Layers, a caller's own). A *session.BoundaryError
 // means nothing ran.
 func (h *Host) Run(ctx context.Context, opts session.RunOptions) (int, error) {
-	plan, err := h.Plan(planner.Run, opts.Policy, planner.Probe(opts.Unavailable))
+	plan, err := h.Plan(planner.Run, opts.Policy, planner.Probe(opts.Unavailable), planner.Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -35,7 +35,7 @@ func (h *Host) Run(ctx context.Context, opts session.RunOptions) (int, error) {
 // teardowns). It returns the plan with the entry, to say which layers the
 // session holds.
 func (h *Host) Attach(ctx context.Context, opts session.AttachOptions, wrap func(session.SessionLayer) session.SessionLayer) (*session.Entry, *planner.Plan, error) {
-	plan, err := h.Plan(planner.Attach, opts.Policy, planner.Probe(opts.Unavailable))
+	plan, err := h.Plan(planner.Attach, opts.Policy, planner.Probe(opts.Unavailable), planner.Options{NetworkOnly: opts.NetworkOnly})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -46,7 +46,7 @@ func LoadAnchorResolver() (*AnchorResolver, error) {
 		return nil, fmt.Errorf("load anchor resolver: set anchor_tgid: %w", err)
 	}
 	r := &AnchorResolver{}
-	if err := spec.LoadAndAssign(&r.objs, nil); err != nil {
+	if err := memlock.WithoutHint(spec.LoadAndAssign(&r.objs, nil)); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("load anchor resolver: %w\n%+v", err, verr)

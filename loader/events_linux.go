@@ -93,7 +93,7 @@ func NewEventMaps(ringSize int) (*EventMaps, error) {
 		}
 		m, err := ebpf.NewMap(ms)
 		if err != nil {
-			return nil, fmt.Errorf("create event map %s: %w", name, err)
+			return nil, fmt.Errorf("create event map %s: %w", name, memlock.WithoutHint(err))
 		}
 		return m, nil
 	}

@@ -145,6 +145,7 @@ func loadLSMObject(what string, spec *ebpf.CollectionSpec, kernel *btf.Spec, eve
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{KernelTypes: kernel}, MapReplacements: shared,
 	})
+	err = memlock.WithoutHint(err)
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {

@@ -35,7 +35,7 @@ func LoadNetPrograms(objs *NetObjects, events *EventMaps) error {
 	if err != nil {
 		return fmt.Errorf("load network programs: %w", err)
 	}
-	return spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared})
+	return memlock.WithoutHint(spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}))
 }
 
 // NamedMaps returns the network object's maps by their names in the

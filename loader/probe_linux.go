@@ -39,8 +39,8 @@ func probeBPFLSM() error {
 	prog, err := newProgram(spec, probeProgProbeLsmFileOpen)
 	if errors.Is(err, unix.EPERM) {
 		// cilium/ebpf suggests RLIMIT_MEMLOCK on EPERM; newProgram has
-		// already lifted it as far as it may, so point at the usual
-		// suspects first.
+		// already lifted it as far as it may (and taken the hint out), so
+		// point at the usual suspects.
 		return fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: refused with EPERM "+
 			"(needs CAP_BPF and CAP_MAC_ADMIN as root; some kernels or hypervisor sandboxes forbid LSM programs; before Linux 5.11 also a high enough RLIMIT_MEMLOCK): %w", err)
 	}
@@ -99,7 +99,8 @@ func newProgram(spec *ebpf.CollectionSpec, name string) (*ebpf.Program, error) {
 		return nil, fmt.Errorf("program %s missing from embedded object", name)
 	}
 	memlock.Raise()
-	return ebpf.NewProgram(progSpec)
+	prog, err := ebpf.NewProgram(progSpec)
+	return prog, memlock.WithoutHint(err)
 }
 
 func activeLSMs() ([]string, error) {

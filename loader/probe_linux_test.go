@@ -19,12 +19,11 @@ import (
 	"github.com/openoxide/oxsupervise/loader"
 )
 
-// lsmVerdict is what the tests independently find out about BPF-LSM,
-// without the code under test: the LSM list read directly, and a
-// hand-assembled BPF_LSM_MAC program loaded and attached directly.
+// lsmVerdict is what the tests independently find out about BPF-LSM
+// (testutil.IndependentLSMProbe).
 type lsmVerdict struct {
 	inList    bool
-	loadErr   error // error of loading the hand-assembled program
+	loadErr   error
 	attachErr error
 }
 
@@ -32,43 +31,8 @@ func (v lsmVerdict) usable() bool { return v.inList && v.loadErr == nil && v.att
 
 func independentLSMProbe(t *testing.T) lsmVerdict {
 	t.Helper()
-	testutil.RequireRoot(t)
-	data, err := os.ReadFile("/sys/kernel/security/lsm")
-	if errors.Is(err, os.ErrNotExist) {
-		if err := unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-			t.Fatalf("mount securityfs for the LSM list: %v", err)
-		}
-		data, err = os.ReadFile("/sys/kernel/security/lsm")
-	}
-	if err != nil {
-		t.Fatalf("read LSM list: %v", err)
-	}
-	var v lsmVerdict
-	v.inList = slices.Contains(strings.Split(strings.TrimSpace(string(data)), ","), "bpf")
-
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:       ebpf.LSM,
-		AttachType: ebpf.AttachLSMMac,
-		AttachTo:   "file_open",
-		License:    "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		v.loadErr = err
-		return v
-	}
-	defer prog.Close()
-	l, err := link.AttachLSM(link.LSMOptions{Program: prog})
-	if err != nil {
-		v.attachErr = err
-		return v
-	}
-	l.Close()
-	t.Logf("independent probe: bpf in LSM list=%v, hand-made LSM program loads and attaches", v.inList)
-	return v
+	v := testutil.IndependentLSMProbe(t)
+	return lsmVerdict{inList: v.InList, loadErr: v.LoadErr, attachErr: v.AttachErr}
 }
 
 // errnoOf digs the errno out of an error chain, 0 when there is none.

@@ -51,7 +51,7 @@ func LoadROView(objs *ROViewObjects, events *EventMaps) error {
 		return fmt.Errorf("load read-only view audit: %w", err)
 	}
 	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		return fmt.Errorf("load read-only view audit: %w", err)
+		return fmt.Errorf("load read-only view audit: %w", memlock.WithoutHint(err))
 	}
 	for nr, sc := range ROViewTable() {
 		if err := objs.RoviewSyscalls.Update(uint32(nr), sc.Syscall, ebpf.UpdateAny); err != nil {

@@ -1,8 +1,10 @@
 // Package planner is where a session's layers are decided: one pure
-// function, Decide, from a compiled policy and the machine's Capabilities
-// to the Plan of layers the session gets — each required, optional or
-// absent, with the fallback that replaces a missing one and the warning
-// that says so. `oxsupervise run`, `attach` and the daemon all call it, and
+// function, Decide, from a compiled policy, the machine's Capabilities and
+// the caller's Options to the Plan of layers the session gets — each
+// required, optional or absent, with the fallback that replaces a missing
+// one and the warning that says so — or the refusal naming the layer that
+// cannot be built (attach of a policy with filesystem rules without
+// BPF-LSM unless Options.NetworkOnly, the CLI's --network-only). `oxsupervise run`, `attach` and the daemon all call it, and
 // package session builds exactly what the plan says; no other package
 // decides whether a policy needs a layer or what to warn when it is
 // missing.

@@ -187,9 +187,18 @@ func needsNetwork(n policy.Network) bool {
 // not given (a caller of package session that builds no host).
 var ErrNotProvided = errors.New("not provided by this supervisor")
 
+// Options are what the caller asks of one session beyond its policy.
+type Options struct {
+	// NetworkOnly accepts, for attach, a boundary of the policy's network
+	// rules and cgroup containment alone when no BPF-LSM can enforce its
+	// filesystem rules (attach --network-only). Without it such an attach
+	// is refused: a boundary weaker than the policy is never the default.
+	NetworkOnly bool
+}
+
 // Decide returns the layers c gets on a machine with caps, or a
 // *BoundaryError naming the first layer c needs that caps cannot give.
-func Decide(verb Verb, c *policy.Compiled, caps Capabilities) (*Plan, error) {
+func Decide(verb Verb, c *policy.Compiled, caps Capabilities, opts Options) (*Plan, error) {
 	if c == nil {
 		return nil, errors.New("no policy")
 	}
@@ -206,7 +215,7 @@ func Decide(verb Verb, c *policy.Compiled, caps Capabilities) (*Plan, error) {
 	}
 	var err error
 	if verb == Attach {
-		err = decideAttach(p, c, caps)
+		err = decideAttach(p, c, caps, opts)
 	} else {
 		err = decideRun(p, c, caps)
 	}
@@ -216,18 +225,54 @@ func Decide(verb Verb, c *policy.Compiled, caps Capabilities) (*Plan, error) {
 	return p, nil
 }
 
-// AttachNoFS is the warning of an attach session whose filesystem rules
-// nothing enforces (%v: why BPF-LSM is not there).
-const AttachNoFS = "filesystem rules for attach need BPF-LSM, which is not usable here (%v): this session does NOT enforce the policy's filesystem rules"
+// NetworkOnlyFlag is the attach flag that sets Options.NetworkOnly, named
+// in the refusal it overrides.
+const NetworkOnlyFlag = "--network-only"
+
+// AttachNeedsBPFLSM is the reason an attach is refused when its policy has
+// filesystem rules and no BPF-LSM layer can enforce them: Landlock and a
+// mount namespace can only be entered by a process itself, so for a
+// process that already runs BPF-LSM is the only filesystem layer. Its
+// message says what is missing and the flag that accepts the weaker
+// boundary; Why (the host's or the kernel's reason, in the loader's
+// words) is left out of it and kept for the caller to find the remedy
+// from (package doctor).
+type AttachNeedsBPFLSM struct {
+	Mode policy.Mode
+	Why  error
+}
+
+func (e *AttachNeedsBPFLSM) Error() string {
+	missing := "BPF-LSM is not usable on this machine"
+	var nl *NotLoaded
+	if errors.As(e.Why, &nl) {
+		// The kernel has it; what stops it is ours to say (an anchor it
+		// cannot hold), and the remedy is in the policy, not the kernel.
+		missing = fmt.Sprintf("BPF-LSM is usable here but %v", nl.Err)
+	}
+	return fmt.Sprintf("the policy's filesystem rules (mode %s) need BPF-LSM to hold a process that is already running "+
+		"(Landlock and mount namespaces can only be entered by a process itself), and %s; "+
+		"to confine it with the policy's network rules and cgroup containment only, its filesystem rules NOT enforced, attach with %s",
+		e.Mode, missing, NetworkOnlyFlag)
+}
+
+func (e *AttachNeedsBPFLSM) Unwrap() error { return e.Why }
+
+// AttachNetworkOnly is the warning of an attach session that was asked
+// for the network-only boundary and gets it.
+const AttachNetworkOnly = "filesystem rules for attach need BPF-LSM, which is not usable here: as asked (" + NetworkOnlyFlag + "), this session does NOT enforce the policy's filesystem rules, only its network rules and cgroup containment"
 
 // decideAttach: a running process gets only what is keyed by its cgroup.
 // Its filesystem rules need BPF-LSM (Landlock and namespaces can only be
-// entered by a process itself); lacking it is a loud warning rather than
-// a refusal, since attach exists to contain what already runs. Its network
-// rules need the cgroup programs: there is no namespace to fall back on.
-func decideAttach(p *Plan, c *policy.Compiled, caps Capabilities) error {
+// entered by a process itself): lacking it, attach is refused unless the
+// caller asked for the network-only boundary by name. Its network rules
+// need the cgroup programs: there is no namespace to fall back on.
+func decideAttach(p *Plan, c *policy.Compiled, caps Capabilities, opts Options) error {
 	if c.FilesystemRules && !p.BPFLSM {
-		p.Warnings = append(p.Warnings, fmt.Sprintf(AttachNoFS, caps.BPFLSM))
+		if !opts.NetworkOnly {
+			return &BoundaryError{LayerBPFLSM, &AttachNeedsBPFLSM{Mode: c.Mode, Why: caps.BPFLSM}}
+		}
+		p.Warnings = append(p.Warnings, AttachNetworkOnly)
 	}
 	if !needsNetwork(c.Network) {
 		return nil

@@ -93,25 +93,37 @@ func TestDecideEveryCombination(t *testing.T) {
 	for _, m := range machines() {
 		for pname, c := range policies() {
 			for _, verb := range []Verb{Run, Attach} {
-				n++
-				name := fmt.Sprintf("%s %s on %s", verb, pname, m.name)
-				p, err := Decide(verb, c, m.caps)
-				p2, err2 := Decide(verb, c, m.caps)
-				if !reflect.DeepEqual(p, p2) || fmt.Sprint(err) != fmt.Sprint(err2) {
-					t.Errorf("%s: two decisions differ", name)
+				for _, opts := range []Options{{}, {NetworkOnly: true}} {
+					n++
+					name := fmt.Sprintf("%s %s on %s (%+v)", verb, pname, m.name, opts)
+					p, err := Decide(verb, c, m.caps, opts)
+					p2, err2 := Decide(verb, c, m.caps, opts)
+					if !reflect.DeepEqual(p, p2) || fmt.Sprint(err) != fmt.Sprint(err2) {
+						t.Errorf("%s: two decisions differ", name)
+					}
+					checkPlan(t, name, verb, c, m.caps, opts, p, err)
+					if verb == Run {
+						// NetworkOnly is attach's: run decides the same without it.
+						p0, err0 := Decide(verb, c, m.caps, Options{})
+						if !reflect.DeepEqual(p, p0) || fmt.Sprint(err) != fmt.Sprint(err0) {
+							t.Errorf("%s: the options changed run's plan", name)
+						}
+					}
 				}
-				checkPlan(t, name, verb, c, m.caps, p, err)
 			}
 		}
 	}
-	if want := 2 * 2 * 3 * 3 * 2 * 2 * 2 * len(policies()) * 2; n != want {
+	if want := 2 * 2 * 3 * 3 * 2 * 2 * 2 * len(policies()) * 2 * 2; n != want {
 		t.Fatalf("decided %d combinations, want %d", n, want)
 	}
 }
 
-func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Capabilities, p *Plan, err error) {
+func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Capabilities, opts Options, p *Plan, err error) {
 	t.Helper()
 	needNet := !(c.Network.Policy == policy.NetFull && c.Network.Loopback == policy.LoopbackAll)
+	// attach without BPF-LSM cannot hold filesystem rules: refused
+	// unless the caller asked for the network-only boundary by name.
+	attachNoFS := verb == Attach && c.FilesystemRules && caps.BPFLSM != nil
 	if err != nil {
 		var be *BoundaryError
 		if !errors.As(err, &be) {
@@ -121,10 +133,21 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 		// The refusal names a layer the machine lacks.
 		lacking := map[string]error{LayerCgroup: caps.Cgroup2, LayerMountNS: caps.MountNS, LayerLandlock: caps.Landlock,
 			LayerNetwork: caps.Network, LayerNetNS: caps.NetNS}
+		if attachNoFS && !opts.NetworkOnly {
+			lacking[LayerBPFLSM] = caps.BPFLSM
+		}
 		if why, ok := lacking[be.Layer]; !ok || why == nil {
 			t.Errorf("%s: refused naming %s, which the machine has: %v", name, be.Layer, err)
 		}
+		var nofs *AttachNeedsBPFLSM
+		if be.Layer == LayerBPFLSM && verb == Attach && (!errors.As(err, &nofs) || !errors.Is(err, caps.BPFLSM) ||
+			!strings.Contains(err.Error(), NetworkOnlyFlag) || strings.Contains(err.Error(), caps.BPFLSM.Error()) && !errors.As(caps.BPFLSM, new(*NotLoaded))) {
+			t.Errorf("%s: the refusal does not name %s, keep the reason for the remedy, or shows the kernel's words: %v", name, NetworkOnlyFlag, err)
+		}
 		return
+	}
+	if attachNoFS && !opts.NetworkOnly && caps.Cgroup2 == nil {
+		t.Errorf("%s: attach planned without BPF-LSM for filesystem rules, not asked for network only: %+v", name, p)
 	}
 	if caps.Cgroup2 != nil {
 		t.Errorf("%s: planned without cgroup v2", name)
@@ -150,7 +173,7 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 		if p.MountNS || p.NetNS || p.Landlock != Absent {
 			t.Errorf("%s: attach planned a layer a running process cannot enter: %+v", name, p)
 		}
-		if c.FilesystemRules && !p.BPFLSM && !hasWarning(p, "does NOT enforce the policy's filesystem rules") {
+		if c.FilesystemRules && !p.BPFLSM && (!opts.NetworkOnly || !hasWarning(p, "does NOT enforce the policy's filesystem rules")) {
 			t.Errorf("%s: filesystem rules unenforced without a warning: %q", name, p.Warnings)
 		}
 		if needNet && c.Network.Policy != policy.NetFull && !p.Network {
@@ -223,29 +246,35 @@ func TestDecide(t *testing.T) {
 		caps    Capabilities
 		want    Plan
 		wantErr string // the refused layer
+		opts    Options
 	}{
 		{"bpf-lsm with landlock stacked", Run, "workspace-write/net-none", full,
-			Plan{Verb: Run, BPFLSM: true, Landlock: Optional, LandlockABI: 7, LandlockFallback: "landlock not stacked on BPF-LSM: %v", MountNS: true, Network: true}, ""},
+			Plan{Verb: Run, BPFLSM: true, Landlock: Optional, LandlockABI: 7, LandlockFallback: "landlock not stacked on BPF-LSM: %v", MountNS: true, Network: true}, "", Options{}},
 		{"landlock alone", Run, "workspace-write/net-none", thisMachine,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, Network: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, Network: true}, "", Options{}},
 		{"net none falls back to a namespace", Run, "workspace-write/net-none", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true}, "", Options{}},
 		{"unset net is none, loopback up", Run, "workspace-write/net-unset", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true, LoopbackUp: true}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true, LoopbackUp: true}, "", Options{}},
 		{"read-only view without its audit tracer", Run, "workspace-write/net-none", noTracer,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, SeccompSockets: true, Network: true}, ""},
-		{"allowlist refused without the network layer", Run, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, SeccompSockets: true, Network: true}, "", Options{}},
+		{"allowlist refused without the network layer", Run, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork, Options{}},
 		{"full-access needs no BPF", Run, "full-access", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true}, ""},
-		{"no filesystem layer at all", Run, "workspace-write/net-none", Capabilities{Landlock: errNoKernel, BPFLSM: errNoKernel}, Plan{}, LayerLandlock},
-		{"attach with the network layer", Attach, "workspace-write/allowlist", thisMachine,
-			Plan{Verb: Attach, Network: true}, ""},
-		{"attach allowlist refused without it", Attach, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork},
-		{"attach full network needs nothing", Attach, "external-sandbox/full-net", noNet, Plan{Verb: Attach}, ""},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true}, "", Options{}},
+		{"no filesystem layer at all", Run, "workspace-write/net-none", Capabilities{Landlock: errNoKernel, BPFLSM: errNoKernel}, Plan{}, LayerLandlock, Options{}},
+		{"attach with BPF-LSM", Attach, "workspace-write/allowlist", full,
+			Plan{Verb: Attach, BPFLSM: true, Network: true}, "", Options{}},
+		{"attach filesystem rules refused without BPF-LSM", Attach, "workspace-write/allowlist", thisMachine, Plan{}, LayerBPFLSM, Options{}},
+		{"attach read-only refused without BPF-LSM", Attach, "read-only/full-net/loopback-none", thisMachine, Plan{}, LayerBPFLSM, Options{}},
+		{"attach network-only with the network layer", Attach, "workspace-write/allowlist", thisMachine,
+			Plan{Verb: Attach, Network: true}, "", Options{NetworkOnly: true}},
+		{"attach network-only allowlist refused without it", Attach, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork, Options{NetworkOnly: true}},
+		{"attach full network needs nothing", Attach, "external-sandbox/full-net", noNet, Plan{Verb: Attach}, "", Options{}},
+		{"attach full-access needs no BPF-LSM", Attach, "full-access", thisMachine, Plan{Verb: Attach}, "", Options{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Decide(tt.verb, pol[tt.policy], tt.caps)
+			p, err := Decide(tt.verb, pol[tt.policy], tt.caps, tt.opts)
 			if tt.wantErr != "" {
 				var be *BoundaryError
 				if !errors.As(err, &be) || be.Layer != tt.wantErr {
@@ -282,5 +311,47 @@ func TestForce(t *testing.T) {
 	caps := landlockCaps(7, true).Force(ParseUnavailable(" landlock, network ,"))
 	if caps.Landlock != ErrForced || caps.Network != ErrForced || caps.LandlockAudits || caps.BPFLSM != nil || caps.Cgroup2 != nil {
 		t.Errorf("forced: %+v", caps)
+	}
+}
+
+// TestAttachRefusalWords: the refusal of an attach without BPF-LSM says
+// what is missing and the flag that accepts the weaker boundary, keeps
+// the loader's reason for the remedy (errors.Is) and does not show it.
+func TestAttachRefusalWords(t *testing.T) {
+	loaderErr := fmt.Errorf("bpf-lsm probe: load BPF_LSM_MAC program on file_open: %w",
+		errors.New("load program: operation not permitted (MEMLOCK may be too low, consider rlimit.RemoveMemlock)"))
+	notForPolicy := &NotLoaded{Err: errors.New("not for this policy: anchor /ws is on overlayfs")}
+	for _, tc := range []struct {
+		name       string
+		why        error
+		want, dont []string
+	}{
+		{"kernel lacks it", loaderErr,
+			[]string{"mode workspace-write", "need BPF-LSM", "not usable on this machine", NetworkOnlyFlag, "NOT enforced"},
+			[]string{"RemoveMemlock", "BPF_LSM_MAC", "probe"}},
+		{"not loaded for this policy", notForPolicy,
+			[]string{"usable here but not for this policy: anchor /ws is on overlayfs", NetworkOnlyFlag},
+			[]string{"not usable on this machine"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caps := landlockCaps(7, true)
+			caps.BPFLSM = tc.why
+			_, err := Decide(Attach, policies()["workspace-write/net-none"], caps, Options{})
+			var be *BoundaryError
+			var nofs *AttachNeedsBPFLSM
+			if !errors.As(err, &be) || be.Layer != LayerBPFLSM || !errors.As(err, &nofs) || !errors.Is(err, tc.why) {
+				t.Fatalf("got %v, want a bpf-lsm refusal wrapping %v", err, tc.why)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refusal %q lacks %q", err, w)
+				}
+			}
+			for _, d := range tc.dont {
+				if strings.Contains(err.Error(), d) {
+					t.Errorf("refusal %q shows %q", err, d)
+				}
+			}
+		})
 	}
 }

@@ -21,14 +21,13 @@ import (
 	"github.com/openoxide/oxsupervise/planner"
 )
 
-// AttachMessageNoFS is printed when attach cannot apply filesystem rules.
-const AttachMessageNoFS = planner.AttachNoFS
-
 // pfKthread is PF_KTHREAD in include/linux/sched.h.
 const pfKthread = 0x00200000
 
-// checkAttachable refuses pids attach must not touch, with a clear reason.
-func checkAttachable(opts AttachOptions) error {
+// CheckAttachable refuses pids attach must not touch, with a clear reason:
+// a caller checks them before anything else, so that a wrong pid is
+// reported as such (Attach checks again as it moves the tree).
+func CheckAttachable(opts AttachOptions) error {
 	pid := opts.PID
 	if pid <= 0 {
 		return fmt.Errorf("--pid %d: not a process id", pid)
@@ -84,10 +83,10 @@ func checkAttachable(opts AttachOptions) error {
 // every moved process goes back to where it was and the group is removed.
 func Attach(ctx context.Context, opts AttachOptions) (*Entry, error) {
 	warn := warnOrDiscard(opts.Warn)
-	if err := checkAttachable(opts); err != nil {
+	if err := CheckAttachable(opts); err != nil {
 		return nil, err
 	}
-	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	lp, err := decide(planner.Attach, opts.Plan, opts.Policy, planner.Options{NetworkOnly: opts.NetworkOnly}, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return nil, err
 	}

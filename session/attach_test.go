@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/internal/procfs"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // startTree starts, outside any session, a shell with a multi-threaded
@@ -113,13 +114,16 @@ func TestAttachMovesWholeTree(t *testing.T) {
 	tree := startTree(t)
 	root := tree.Process.Pid
 
-	r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--pid", strconv.Itoa(root))
+	// The policy has filesystem rules: without BPF-LSM only
+	// --network-only attaches it (TestAttachFailsClosedWithoutBPFLSM).
+	r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--network-only", "--pid", strconv.Itoa(root))
 	if r.code != 0 {
 		t.Fatalf("attach: exit %d\n%s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(r.stdout)
 	t.Cleanup(func() { e.run(t, nil, "stop", id) })
-	if !strings.Contains(r.stderr, "filesystem rules for attach need BPF-LSM") || !strings.Contains(r.stderr, "does NOT enforce the policy's filesystem rules") {
+	if !testutil.IndependentLSMProbe(t).Usable() && (!strings.Contains(r.stderr, "filesystem rules for attach need BPF-LSM") ||
+		!strings.Contains(r.stderr, "as asked (--network-only)") || !strings.Contains(r.stderr, "does NOT enforce the policy's filesystem rules")) {
 		t.Errorf("attach did not say that filesystem rules are not enforced:\n%s", r.stderr)
 	}
 	group := filepath.Join(cg2, "oxsupervise", id)
@@ -193,7 +197,7 @@ func TestAttachMovesWholeTree(t *testing.T) {
 	if !found {
 		t.Errorf("session %s missing from sessions --json:\n%s", id, r.stdout)
 	}
-	if r := e.run(t, nil, "attach", "--pid", strconv.Itoa(root)); r.code == 0 || !strings.Contains(r.stderr, "already in session "+id) {
+	if r := e.run(t, nil, "attach", "--network-only", "--pid", strconv.Itoa(root)); r.code == 0 || !strings.Contains(r.stderr, "already in session "+id) {
 		t.Errorf("second attach: exit %d, stderr %q", r.code, r.stderr)
 	}
 
@@ -239,7 +243,7 @@ func TestAttachRefuses(t *testing.T) {
 		{"not-a-number", "abc", "invalid argument", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--pid", tc.pid)
+			r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--network-only", "--pid", tc.pid)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q (want %q)", r.code, tc.code, r.stderr, tc.want)
 			}
@@ -250,7 +254,7 @@ func TestAttachRefuses(t *testing.T) {
 		// without the cgroup network layer (forced unavailable), so it
 		// must refuse, not confine the process into a cgroup and call
 		// that a session.
-		r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=network"}, "attach", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
+		r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=network"}, "attach", "--network-only", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
 		if r.code != 125 || !strings.Contains(r.stderr, "layer network") {
 			t.Errorf("exit %d (want 125), stderr %q (want it to name layer network)", r.code, r.stderr)
 		}
@@ -259,7 +263,7 @@ func TestAttachRefuses(t *testing.T) {
 		}
 	})
 	t.Run("other-user-allowed", func(t *testing.T) {
-		r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
+		r := e.run(t, nil, "attach", "--config", e.cgroupOnly(t), "--network-only", "--allow-other-user", "--pid", strconv.Itoa(other.Process.Pid))
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}

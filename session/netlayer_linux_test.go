@@ -215,7 +215,10 @@ func TestNetLayerAttach(t *testing.T) {
 	}
 
 	var out, stderr safeBuffer
-	sup := w.start(t, e, nil, nil, &out, &stderr, "attach", "--pid", fmt.Sprint(victim.Process.Pid),
+	// The network layer is under test: without BPF-LSM the policy's
+	// filesystem rules cannot hold a running process, and attach goes on
+	// only when asked to (TestAttachFailsClosedWithoutBPFLSM).
+	sup := w.start(t, e, nil, nil, &out, &stderr, "attach", "--network-only", "--pid", fmt.Sprint(victim.Process.Pid),
 		"--net", "none", "--audit-log", log)
 	supDone := make(chan error, 1)
 	go func() { supDone <- sup.Wait() }()

@@ -71,10 +71,15 @@ type AttachOptions struct {
 	// AllowOtherUser.
 	CallerUID      int
 	AllowOtherUser bool
-	Warn           io.Writer
-	Unavailable    map[string]bool
-	Cgroup         cgroup.Config
-	Registry       Registry
+	// NetworkOnly accepts a boundary of network rules and cgroup
+	// containment alone when no BPF-LSM can enforce the policy's
+	// filesystem rules (attach --network-only); without it such an attach
+	// is refused (planner.Options).
+	NetworkOnly bool
+	Warn        io.Writer
+	Unavailable map[string]bool
+	Cgroup      cgroup.Config
+	Registry    Registry
 	// Layers are applied to the session cgroup before any process moves
 	// in. With a bpf-lsm layer among them, filesystem rules apply.
 	Layers []SessionLayer

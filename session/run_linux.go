@@ -52,14 +52,14 @@ type Plan struct {
 
 // decide returns opts.Plan, or for a caller that gave none the plan of
 // the kernel's capabilities and the BPF layers it handed over.
-func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, unavailable map[string]bool, layers []SessionLayer) (*planner.Plan, error) {
+func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, opts planner.Options, unavailable map[string]bool, layers []SessionLayer) (*planner.Plan, error) {
 	if plan != nil {
 		if plan.Verb != verb {
 			return nil, fmt.Errorf("%s given a plan for %s", verb, plan.Verb)
 		}
 		return plan, nil
 	}
-	return planner.Decide(verb, c, externalCapabilities(planner.Probe(unavailable), layers))
+	return planner.Decide(verb, c, externalCapabilities(planner.Probe(unavailable), layers), opts)
 }
 
 // bind builds the layers lp gives run's launcher. Deciding which layers a
@@ -141,7 +141,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		opts.Policy, env = caches.policy, caches.env
 		defer caches.close()
 	}
-	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
+	lp, err := decide(planner.Run, opts.Plan, opts.Policy, planner.Options{}, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -65,9 +66,17 @@ func closeHost(h *host.Host, warn io.Writer) {
 // attachStandalone confines opts.PID on a host of its own and keeps the
 // host alive for as long as the session (holdAttached).
 func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
+	// A wrong pid is reported as such, before whether its boundary can be
+	// built.
+	if err := session.CheckAttachable(opts); err != nil {
+		return reportAttach(s, opts.PID, nil, err)
+	}
+	if err := attachPreflight(opts); err != nil {
+		return reportAttach(s, opts.PID, nil, err)
+	}
 	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err)
 	e, plan, err := h.Attach(ctx, opts, nil)
-	code := reportAttach(s, e, err)
+	code := reportAttach(s, opts.PID, e, err)
 	if e == nil {
 		closeHost(h, s.err)
 		return code
@@ -75,6 +84,26 @@ func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions
 	// Attached (recorded or not): the host's layers hold it.
 	holdAttached(ctx, s.err, h, plan, e, cgroup.Config{}, session.Registry{})
 	return code
+}
+
+// attachPreflight asks the planner, before the host loads and pins any
+// program, whether the kernel's BPF-LSM verdict alone refuses this attach
+// (filesystem rules, no BPF-LSM, no --network-only): then nothing at all
+// is left behind. The host decides again with what it actually loads.
+func attachPreflight(opts session.AttachOptions) error {
+	if opts.NetworkOnly || !planner.Wants(opts.Policy).BPFLSM {
+		return nil
+	}
+	caps := planner.Probe(opts.Unavailable)
+	// Only the filesystem layer is in question here: the others are
+	// taken as there, and judged by the host's decision.
+	caps.BPFLSM, caps.Network, caps.ReadOnlyViewAudit = loader.ProbeBPFLSM(), nil, nil
+	_, err := planner.Decide(planner.Attach, opts.Policy, caps.Force(opts.Unavailable), planner.Options{})
+	var be *planner.BoundaryError
+	if errors.As(err, &be) && be.Layer == planner.LayerBPFLSM {
+		return err
+	}
+	return nil
 }
 
 // holdAttached keeps an attached session's layers alive: they live in this

@@ -12,5 +12,5 @@ import (
 // session.Attach says sessions are not supported.
 func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
 	e, err := session.Attach(ctx, opts)
-	return reportAttach(s, e, err)
+	return reportAttach(s, opts.PID, e, err)
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/doctor"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -20,10 +23,13 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 	pf := policy.RegisterFlags(fs)
 	pid := fs.Int("pid", 0, "process to confine, with all its descendants")
 	allowOther := fs.Bool("allow-other-user", false, "as root: confine a process that belongs to another user")
+	networkOnly := fs.Bool(strings.TrimPrefix(planner.NetworkOnlyFlag, "--"), false,
+		"without BPF-LSM: confine the process with the policy's network rules and cgroup containment only, its filesystem rules NOT enforced (otherwise attach refuses, exit 125)")
 	socket := fs.String("socket", defaultSocket(), "daemon socket (used when the caller is not root and the daemon answers)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: oxsupervise attach --pid N [policy flags] [--allow-other-user] [--socket PATH]")
+		fmt.Fprintln(fs.Output(), "usage: oxsupervise attach --pid N [policy flags] [--network-only] [--allow-other-user] [--socket PATH]")
 		fmt.Fprintln(fs.Output(), "\nAs root, attach holds the session in the foreground until its last process exits.\nOtherwise the daemon attaches a process of yours, keeps the session, and attach prints its id and returns.")
+		fmt.Fprintln(fs.Output(), "\nA running process can only be held to filesystem rules by BPF-LSM (see oxsupervise doctor). Without it,\nattach refuses a policy with filesystem rules (exit 125, nothing moved) unless --network-only accepts\nthe weaker boundary; external-sandbox and full-access have no filesystem rules and attach as they are.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseVerbFlags(fs, s, "attach", args); done {
@@ -42,7 +48,7 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 		return exitUsage
 	}
 	if useDaemon(*socket) {
-		return attachThroughDaemon(ctx, s, *socket, *pid, pf, *allowOther)
+		return attachThroughDaemon(ctx, s, *socket, *pid, pf, *allowOther, *networkOnly)
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(s.err, "oxsupervise attach: boundary not built: standalone attach needs root (run it with sudo, or start the daemon: oxsupervise daemon)")
@@ -69,19 +75,22 @@ func cmdAttach(ctx context.Context, s streams, args []string) int {
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	return attachStandalone(ctx, s, session.AttachOptions{
-		PID: *pid, Policy: c, CallerUID: caller, AllowOtherUser: *allowOther,
+		PID: *pid, Policy: c, CallerUID: caller, AllowOtherUser: *allowOther, NetworkOnly: *networkOnly,
 		Warn:        s.err,
 		Unavailable: unavailable,
 	})
 }
 
-// reportAttach prints the outcome of a standalone attach and returns its
-// exit code.
-func reportAttach(s streams, e *session.Entry, err error) int {
+// reportAttach prints the outcome of a standalone attach of pid and
+// returns its exit code.
+func reportAttach(s streams, pid int, e *session.Entry, err error) int {
 	var be *session.BoundaryError
 	switch {
 	case errors.As(err, &be):
-		fmt.Fprintf(s.err, "oxsupervise attach: boundary not built: %v; nothing was moved\n", be)
+		fmt.Fprintf(s.err, "oxsupervise attach: pid %d: boundary not built: %v; nothing was moved\n", pid, be)
+		if rem, ok := doctor.BPFLSMRemedy(err); ok {
+			fmt.Fprint(s.err, rem.Format("remedy"))
+		}
 		return exitNoBoundary
 	case err != nil:
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
@@ -93,7 +102,7 @@ func reportAttach(s streams, e *session.Entry, err error) int {
 
 // attachThroughDaemon asks the daemon to confine pid, one of the caller's
 // processes; the daemon keeps the session after the request.
-func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int, pf *policy.Flags, allowOther bool) int {
+func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int, pf *policy.Flags, allowOther, networkOnly bool) int {
 	if allowOther {
 		fmt.Fprintln(s.err, "oxsupervise attach: --allow-other-user needs a standalone attach as root; through the daemon you attach your own processes")
 		return exitUsage
@@ -108,7 +117,7 @@ func attachThroughDaemon(ctx context.Context, s streams, socket string, pid int,
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)
 		return exitUsage
 	}
-	res, err := (&daemon.Client{Socket: socket}).Attach(ctx, daemon.AttachRequest{PID: pid, Dir: cwd, Policy: req})
+	res, err := (&daemon.Client{Socket: socket}).Attach(ctx, daemon.AttachRequest{PID: pid, Dir: cwd, Policy: req, NetworkOnly: networkOnly})
 	if err != nil {
 		code := daemon.ExitCode(err, exitFail)
 		if code == exitNoBoundary {

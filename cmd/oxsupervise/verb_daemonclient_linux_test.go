@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -198,7 +200,19 @@ func TestSessionVerbsThroughDaemon(t *testing.T) {
 		t.Fatalf("attach --allow-other-user through the daemon: exit %d, stderr %q", res.code, res.stderr)
 	}
 
-	res = w.cli(t, nobodyUID, "attach", "--pid", strconv.Itoa(own.Pid), "--net", "full")
+	if !testutil.IndependentLSMProbe(t).Usable() {
+		// The policy has filesystem rules and nothing can hold a running
+		// process to them here: refused unless asked for network only.
+		res = w.cli(t, nobodyUID, "attach", "--pid", strconv.Itoa(own.Pid), "--net", "full")
+		if res.code != exitNoBoundary || !strings.Contains(res.stderr, fmt.Sprintf("pid %d: boundary not built", own.Pid)) ||
+			!strings.Contains(res.stderr, "attach with --network-only") || !strings.Contains(res.stderr, "remedy: ") {
+			t.Fatalf("attach without BPF-LSM: exit %d (want %d), stderr %q", res.code, exitNoBoundary, res.stderr)
+		}
+		if id, in, _ := cgroup.SessionOf(w.opts.Cgroup, own.Pid); in {
+			t.Fatalf("refused attach moved the process into session %s", id)
+		}
+	}
+	res = w.cli(t, nobodyUID, "attach", "--network-only", "--pid", strconv.Itoa(own.Pid), "--net", "full")
 	if res.code != exitOK {
 		t.Fatalf("attach of own process: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
 	}

@@ -72,8 +72,9 @@ func (c *CLI) verbPage(v Verb, version, date string) []byte {
 		options(&b, "", s.Flags)
 	}
 	b.WriteString(".SH EXIT STATUS\n0 on success, 1 when the verb failed, 2 on a usage error; " +
-		"\\fBrun\\fR and \\fBattach\\fR exit 125 when the boundary could not be built " +
-		"(see /usr/share/doc/oxsupervise/README.md, \"Exit codes\").\n")
+		"\\fBrun\\fR and \\fBattach\\fR exit 125 when the boundary could not be built and nothing ran or was moved " +
+		"(for \\fBattach\\fR this includes a policy with filesystem rules on a machine without BPF\\-LSM, unless " +
+		"\\fB\\-\\-network\\-only\\fR is given; see /usr/share/doc/oxsupervise/README.md, \"Exit codes\").\n")
 	fmt.Fprintf(&b, ".SH SEE ALSO\n\\fB%s\\fR(1)\n", roffText(c.Name))
 	return b.Bytes()
 }
