@@ -80,8 +80,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		if errors.As(err, &be) {
 			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
 			msg := fmt.Sprintf("pid %d: boundary not built: %v; nothing was moved", req.PID, be)
-			if rem, ok := doctor.BPFLSMRemedy(err); ok {
-				msg += "\n" + strings.TrimRight(rem.Format("remedy"), "\n")
+			if rem := doctor.RefusalRemedy(err); rem != "" {
+				msg += "\n" + strings.TrimRight(rem, "\n")
 			}
 			writeError(w, errorf(http.StatusInternalServerError, "boundary", "%s", msg))
 			return

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/openoxide/oxsupervise/doctor"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -87,6 +89,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		f := session.FailureOf(err)
 		if f.Code == ExitNoBoundary {
 			s.metrics.RefusedStart(f.Layer) // metrics_linux.go
+			if rem := doctor.RefusalRemedy(err); rem != "" {
+				f.Message += "\n" + strings.TrimRight(rem, "\n")
+			}
 		}
 		es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
 		return

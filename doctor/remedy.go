@@ -292,22 +292,39 @@ func (rem Remedy) Format(label string) string {
 	return b.String()
 }
 
+// RefusalRemedy is the remedy block a refused session's message ends
+// with ("remedy:" and the steps, newline-terminated), or "" when the
+// refusal is not one the machine can fix (see BPFLSMRemedy). run, attach
+// and the daemon print it after "boundary not built: ...".
+func RefusalRemedy(refusal error) string {
+	if rem, ok := BPFLSMRemedy(refusal); ok {
+		return rem.Format("remedy")
+	}
+	return ""
+}
+
 // BPFLSMRemedy is doctor's remedy for a session refused for want of
-// BPF-LSM (a *planner.AttachNeedsBPFLSM, or the loader's reason itself):
+// BPF-LSM (a *planner.AttachNeedsBPFLSM, a *planner.RequiresBPFLSM, or the
+// loader's reason itself):
 // what makes BPF-LSM usable on this machine, from why the host could not
 // build it (the loader's error, which the refusal does not show) and the
 // machine's LSM list and boot configuration, read now. False when the
 // reason is the host's own (its programs cannot enforce this policy:
-// planner.NotLoaded says why) rather than the kernel's, since then nothing
+// planner.NotLoaded says why) or a test marked the layer unavailable
+// (planner.ErrForced) rather than the kernel's, since then nothing
 // on the machine needs changing.
 func BPFLSMRemedy(refusal error) (Remedy, bool) {
 	why := refusal
 	var nofs *planner.AttachNeedsBPFLSM
-	if errors.As(refusal, &nofs) {
+	var req *planner.RequiresBPFLSM
+	switch {
+	case errors.As(refusal, &nofs):
 		why = nofs.Why
+	case errors.As(refusal, &req):
+		why = req.Why
 	}
 	var nl *planner.NotLoaded
-	if why == nil || errors.As(why, &nl) {
+	if why == nil || errors.As(why, &nl) || errors.Is(why, planner.ErrForced) {
 		return Remedy{}, false
 	}
 	// The supervisor that was refused runs as root (standalone attach and

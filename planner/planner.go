@@ -3,7 +3,6 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -65,9 +64,6 @@ type Capabilities struct {
 	// ReadOnlyViewAudit is the tracer that reports the read-only view's
 	// EROFS refusals (bpf/roview.c): nil when the host holds it.
 	ReadOnlyViewAudit error
-	// ActiveLSMs is the kernel's LSM list (/sys/kernel/security/lsm),
-	// for the remedy a refusal under sandbox.require names.
-	ActiveLSMs string
 }
 
 // NotLoaded is the reason for a layer the kernel supports but the host did
@@ -323,7 +319,7 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		}
 	}
 	if r, ok := c.Requires(policy.RequireBPFLSM); ok && c.FilesystemRules && !p.BPFLSM {
-		return &BoundaryError{LayerBPFLSM, requiredBPFLSM(r, caps)}
+		return &BoundaryError{LayerBPFLSM, &RequiresBPFLSM{Source: r.Source, Why: caps.BPFLSM}}
 	}
 	if c.FilesystemRules && len(c.ProtectedPatterns) > 0 && len(c.WritableRoots) > 0 && !p.BPFLSM {
 		// Landlock and bind mounts only protect inodes that exist now, and
@@ -388,22 +384,29 @@ func loopbackUnenforced(c *policy.Compiled, why error) string {
 	return fmt.Sprintf("cgroup network layer unavailable (%v): network loopback = %q is NOT enforced; the session reaches every loopback service", why, c.Network.Loopback)
 }
 
-// requiredBPFLSM explains a refused session under sandbox.require =
-// ["bpf-lsm"] in words a user acts on: why this machine has no BPF-LSM
-// and the GRUB line that adds bpf to its LSM list.
-func requiredBPFLSM(r policy.Requirement, caps Capabilities) error {
-	why := "usable, but this supervisor did not load it"
-	if caps.BPFLSM != nil {
-		why = caps.BPFLSM.Error()
-	}
-	lsm := caps.ActiveLSMs
-	if lsm == "" {
-		lsm = "lockdown,capability,landlock,yama,apparmor"
-	}
-	if !strings.Contains(","+lsm+",", ",bpf,") {
-		lsm += ",bpf"
-	}
-	return fmt.Errorf("the policy requires BPF-LSM (sandbox.require, %s), which refuses protected names when they are created; "+
-		"this machine has none (%s). Remedy on Ubuntu and Debian: add lsm=%s to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub and reboot; `oxsupervise doctor` checks the result",
-		r.Source, why, lsm)
+// RequiresBPFLSM is the reason a session is refused under sandbox.require
+// = ["bpf-lsm"] on a machine where this supervisor has no BPF-LSM layer.
+// Like AttachNeedsBPFLSM, its message says what is missing and Why (the
+// loader's words) is kept for the caller to find the machine's remedy
+// from (package doctor, BPFLSMRemedy).
+type RequiresBPFLSM struct {
+	// Source is where the requirement was set (file:line:col).
+	Source string
+	Why    error
 }
+
+func (e *RequiresBPFLSM) Error() string {
+	missing := "this machine cannot give it"
+	var nl *NotLoaded
+	switch {
+	case errors.Is(e.Why, ErrForced):
+		missing = fmt.Sprintf("BPF-LSM is %v", e.Why)
+	case errors.As(e.Why, &nl):
+		missing = fmt.Sprintf("BPF-LSM is usable here but %v", nl.Err)
+	case e.Why == nil:
+		missing = "BPF-LSM is usable here, but this supervisor did not load it"
+	}
+	return fmt.Sprintf("the policy requires BPF-LSM (sandbox.require, %s), which refuses protected names when they are created, and %s", e.Source, missing)
+}
+
+func (e *RequiresBPFLSM) Unwrap() error { return e.Why }

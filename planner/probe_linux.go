@@ -3,9 +3,6 @@
 package planner
 
 import (
-	"os"
-	"strings"
-
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/landlock"
 )
@@ -23,8 +20,5 @@ func Probe(unavailable map[string]bool) Capabilities {
 	caps.LandlockABI, caps.Landlock = landlock.ABI()
 	caps.LandlockAudits = caps.Landlock == nil && caps.LandlockABI >= landlock.AuditABI
 	caps.BPFLSM, caps.Network, caps.ReadOnlyViewAudit = ErrNotProvided, ErrNotProvided, ErrNotProvided
-	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil {
-		caps.ActiveLSMs = strings.TrimSpace(string(b))
-	}
 	return caps.Force(unavailable)
 }

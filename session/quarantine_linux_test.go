@@ -11,6 +11,10 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/doctor"
+	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/planner"
 )
 
 // TestRunQuarantinesProtectedNames performs, inside `run` on the Landlock
@@ -211,7 +215,10 @@ func quarantineRecords(t *testing.T, logPath string) map[string]string {
 
 // TestRunRequireBPFLSM proves that a policy requiring BPF-LSM refuses to
 // run on a machine without it (exit 125, nothing ran) and says how to get
-// it, when this supervisor has no BPF-LSM layer.
+// it: where the independent probe finds BPF-LSM unusable, with doctor's
+// remedy for this machine's reason; marked unavailable by the test hook
+// (on any machine), with the hook named and no remedy, since nothing on
+// the machine needs changing.
 func TestRunRequireBPFLSM(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
@@ -219,15 +226,41 @@ func TestRunRequireBPFLSM(t *testing.T) {
 	cfg := filepath.Join(e.base, "require.toml")
 	mustWrite(t, cfg, "[sandbox]\nrequire = [\"bpf-lsm\"]\n")
 	marker := filepath.Join(e.ws, "marker")
-	// Forced unavailable: the refusal must not depend on this host.
-	r := e.run(t, []string{"OXSUPERVISE_FORCE_UNAVAILABLE=bpf-lsm"}, "run", "--config", cfg, "--", "touch", marker)
-	if r.code != 125 || exists(marker) {
-		t.Fatalf("exit %d, marker %v; want 125 and nothing ran\nstderr %s", r.code, exists(marker), r.stderr)
-	}
-	for _, want := range []string{"requires BPF-LSM", cfg + ":2:", "GRUB_CMDLINE_LINUX", "lsm=", "bpf"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-		}
+	v := testutil.IndependentLSMProbe(t)
+	for _, tc := range []struct {
+		name   string
+		forced bool
+	}{{"this machine", false}, {"forced unavailable", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var env []string
+			if tc.forced {
+				env = []string{"OXSUPERVISE_FORCE_UNAVAILABLE=bpf-lsm"}
+			} else if v.Usable() {
+				t.Skip("SKIPPED, NOT PASSED: BPF-LSM is usable here, so sandbox.require holds; the refusal needs a kernel without it (the forced case runs)")
+			}
+			r := e.run(t, env, "run", "--config", cfg, "--", "touch", marker)
+			if r.code != 125 || exists(marker) {
+				t.Fatalf("exit %d, marker %v; want 125 and nothing ran\nstderr %s", r.code, exists(marker), r.stderr)
+			}
+			for _, want := range []string{"requires BPF-LSM", cfg + ":2:", "nothing ran"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "RemoveMemlock") {
+				t.Errorf("stderr speaks the loader's words:\n%s", r.stderr)
+			}
+			if tc.forced {
+				if !strings.Contains(r.stderr, planner.ForceUnavailableEnv) || strings.Contains(r.stderr, "remedy:") {
+					t.Errorf("a forced refusal must name %s and give no machine remedy:\n%s", planner.ForceUnavailableEnv, r.stderr)
+				}
+				return
+			}
+			rem, ok := doctor.BPFLSMRemedy(lsmReason(v))
+			if !ok || !strings.Contains(r.stderr, rem.Format("remedy")) {
+				t.Errorf("stderr lacks doctor's remedy %q:\n%s", rem.Format("remedy"), r.stderr)
+			}
+		})
 	}
 }
 

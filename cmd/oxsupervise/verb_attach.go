@@ -88,9 +88,7 @@ func reportAttach(s streams, pid int, e *session.Entry, err error) int {
 	switch {
 	case errors.As(err, &be):
 		fmt.Fprintf(s.err, "oxsupervise attach: pid %d: boundary not built: %v; nothing was moved\n", pid, be)
-		if rem, ok := doctor.BPFLSMRemedy(err); ok {
-			fmt.Fprint(s.err, rem.Format("remedy"))
-		}
+		fmt.Fprint(s.err, doctor.RefusalRemedy(err))
 		return exitNoBoundary
 	case err != nil:
 		fmt.Fprintf(s.err, "oxsupervise attach: %v\n", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/doctor"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -69,6 +70,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
+		fmt.Fprint(s.err, doctor.RefusalRemedy(err))
 		return f.Code
 	}
 	return code
