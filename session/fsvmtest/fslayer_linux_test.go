@@ -30,7 +30,7 @@ import (
 // performs one filesystem operation and prints OK or the errno name.
 // Scripts inside a session run it as "$SELF" fsopVerb OP ARGS.
 var (
-	ops      = map[string]testutil.Op{"fsop": fsop}
+	ops      = map[string]testutil.Op{"fsop": fsop, "unixop": unixop, "linkop": linkop}
 	fsopVerb = testutil.OpArgs("fsop")[0]
 )
 
