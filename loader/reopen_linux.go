@@ -30,7 +30,7 @@ import (
 // other objects never reuses them.
 func ObjectsVersion() string {
 	h := sha256.New()
-	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _NetBytes} {
+	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes} {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
