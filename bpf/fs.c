@@ -13,8 +13,9 @@
  * change the verdict. A walk that runs out of steps refuses.
  *
  * Self-protection and the kernel's own interfaces are in self.c, socket
- * families (the network policy's) in netfamily.c; the three objects share
- * fs_sessions and the event maps.
+ * families (the network policy's) in netfamily.c, abstract AF_UNIX peers
+ * (which have no inode) in unix.c; the four objects share fs_sessions and
+ * the event maps.
  *
  * Hooks (each refuses with EACCES and an FS_OP_* event):
  *   lsm/file_open            opening for writing or truncating, and for
@@ -32,7 +33,7 @@
  *   lsm/path_rmdir           removing a directory
  *   lsm/path_mkdir           creating a directory
  *   lsm/path_mknod           creating a file or device (also open(O_CREAT))
- *   lsm/path_symlink         creating a symlink
+ *   lsm/path_symlink         creating a symlink (no part of a pattern)
  *   lsm/path_link            a hard link: its source and its new name
  *   lsm/path_rename          both ends of a rename or exchange
  *   lsm/path_chmod           chmod(2)
@@ -565,7 +566,7 @@ int BPF_PROG(fs_file_mprotect, struct vm_area_struct___fs *vma, unsigned long re
  * AF_UNIX: connecting to a pathname socket reaches the process behind it
  * (docker.sock, the D-Bus system bus, ssh-agent). A socket is judged like
  * a write to its inode, or allowed when the policy lists it (FS_KIND_UNIX).
- * Abstract and unnamed sockets have no inode and are not judged here.
+ * Abstract and unnamed sockets have no inode: unix.c judges them.
  */
 struct unix_sock___fs {
 	struct path path;
@@ -657,12 +658,17 @@ int BPF_PROG(fs_path_mknod, const struct path *dir, struct dentry *dentry, umode
 	return check((__u64)dentry, FS_OP_MKNOD, CHECK_ENTRY | CHECK_LEAF_FILE);
 }
 
+/*
+ * A symlink redirects every name below it, so, as for a new link or a
+ * rename's target, it may not be any part of a pattern: a link at
+ * .git/modules/x would hand that submodule's hooks to wherever it points.
+ */
 SEC("lsm/path_symlink")
 int BPF_PROG(fs_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
 {
 	if (ret)
 		return ret;
-	return check((__u64)dentry, FS_OP_SYMLINK, CHECK_ENTRY | CHECK_LEAF_FILE);
+	return check((__u64)dentry, FS_OP_SYMLINK, CHECK_ENTRY | CHECK_PREFIX | CHECK_LEAF_FILE);
 }
 
 SEC("lsm/path_link")

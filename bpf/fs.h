@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * fs.h: the data shared between the BPF-LSM programs (fs.c, self.c,
- * netfamily.c) and userspace (package fsguard). Every struct here is mirrored by a Go type
+ * netfamily.c, unix.c) and userspace (package fsguard). Every struct here is mirrored by a Go type
  * that bpf2go generates, so fields are laid out without implicit padding.
  */
 #ifndef OXS_FS_H
@@ -38,6 +38,7 @@ enum fs_kind {
 	FS_KIND_UNIX = 7,      /* an AF_UNIX socket the session may connect to */
 	FS_KIND_READABLE = 8,  /* readable root (read_access = restricted) */
 	FS_KIND_DENY_GLOB = 9, /* a deny-read name glob matched the entry */
+	FS_KIND_UNIX_PEER = 10, /* an abstract AF_UNIX socket created outside the session */
 };
 
 /* The refused operation (fs_event.op). */
@@ -68,13 +69,14 @@ enum fs_op {
 	FS_OP_MMAP = 24,    /* a shared writable mapping (mmap, mprotect) */
 	FS_OP_MODULE = 25,  /* a module autoload request */
 	FS_OP_KERNEL_LOAD = 26, /* a module, firmware, kexec image or policy read by the kernel */
-	FS_OP_UNIX_CONNECT = 27, /* connect/send to a pathname AF_UNIX socket */
+	FS_OP_UNIX_CONNECT = 27, /* connect/send to an AF_UNIX socket (pathname or abstract) */
 	FS_OP_SOCKET = 28,  /* a socket of a family the network policy does not cover */
 };
 
 /* fs_event.flags */
 #define FS_EVENT_PATH_TRUNCATED (1U << 0) /* path lost its leading components */
 #define FS_EVENT_NEW_ENTRY (1U << 1)      /* the entry did not exist yet */
+#define FS_EVENT_ABSTRACT (1U << 2)       /* path holds an abstract socket name, raw */
 
 /*
  * Deny-read name globs: a name is matched against at most FS_GLOBS globs

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * session.h: what every BPF-LSM object (fs.c, self.c, netfamily.c) shares
- * about sessions.
+ * session.h: what every BPF-LSM object (fs.c, self.c, netfamily.c,
+ * unix.c) shares about sessions.
  *
  * fs_sessions says which cgroups are sessions and holds each session's
  * rules. Every BPF-LSM object declares it here; userspace (loader.LoadFS)

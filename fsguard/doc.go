@@ -1,8 +1,8 @@
 // Package fsguard enforces a session's filesystem rules with BPF-LSM
 // (DESIGN §3): it turns a policy.Compiled into the maps of the BPF-LSM
-// programs (bpf/fs.c, self.c, netfamily.c, loaded by loader.LoadFS),
-// adds and removes sessions by cgroup id, and decodes the refusals the
-// programs report.
+// programs (bpf/fs.c, self.c, netfamily.c, unix.c, loaded by
+// loader.LoadFS), adds and removes sessions by cgroup id, and decodes the
+// refusals the programs report.
 //
 // The programs are attached once (Load) and judge only tasks whose cgroup
 // was added with AddSession; every other task is never affected. Call
@@ -35,8 +35,13 @@
 // requests and kernel loads of modules, firmware and kexec images; where
 // the network policy is not full, socket(2) of families other than
 // AF_INET, AF_INET6, AF_UNIX and AF_NETLINK is refused (bpf/netfamily.c).
+// An abstract AF_UNIX socket (no inode) may be connected or sent to only
+// when it was created in the session or in a session nested below it, in
+// every network mode (bpf/unix.c, KindUnixPeer; the path is "@" and the
+// name).
 //
-// Every refusal returns EACCES (EPERM for self-protection) and is one
+// Every refusal returns EACCES (EPERM for self-protection and abstract
+// sockets, as Landlock's scoping does) and is one
 // record in the ring buffer all programs share (package audit/bpfring,
 // which counts failed reservations and keeps the flood control); Decode
 // turns a record into an Event.

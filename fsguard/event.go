@@ -37,7 +37,7 @@ const (
 	OpMmap         Op = 24 // a shared writable mapping (mmap, mprotect)
 	OpModule       Op = 25 // self-protection: a module autoload request
 	OpKernelLoad   Op = 26 // self-protection: a module, firmware, kexec image or policy load
-	OpUnixConnect  Op = 27 // connect or send to a pathname AF_UNIX socket
+	OpUnixConnect  Op = 27 // connect or send to an AF_UNIX socket (pathname or abstract)
 	OpSocket       Op = 28 // self-protection: a socket family the network policy does not cover
 )
 
@@ -73,13 +73,16 @@ const (
 	KindUnix      Kind = 7 // an AF_UNIX socket the policy lists
 	KindReadable  Kind = 8 // a readable root (read_access = restricted)
 	KindDenyGlob  Kind = 9 // a deny-read name glob matched the entry
+	// KindUnixPeer: an abstract AF_UNIX socket created outside the
+	// session and the sessions nested below it.
+	KindUnixPeer Kind = 10
 )
 
 var kindNames = map[Kind]string{
 	KindOutside: "outside_writable_roots", KindWritable: "writable_root", KindProtected: "protected_path",
 	KindDenyRead: "deny_read", KindPattern: "protected_pattern", KindDepth: "walk_depth_exceeded",
 	KindSelf: "self_protection", KindUnix: "allowed_unix_socket", KindReadable: "readable_root",
-	KindDenyGlob: "deny_read_glob",
+	KindDenyGlob: "deny_read_glob", KindUnixPeer: "unix_peer_outside_session",
 }
 
 func (k Kind) String() string {
@@ -107,7 +110,9 @@ type Event struct {
 	// Path is rebuilt from dentry names: absolute in the supervisor's
 	// mount namespace when a mount of the filesystem shows the entry,
 	// otherwise relative to the filesystem's root ("fsroot:" prefix);
-	// ".../" and the innermost components when PathTruncated.
+	// ".../" and the innermost components when PathTruncated. For
+	// KindUnixPeer it is the abstract socket's name after an "@", as ss(8)
+	// prints it (NUL bytes in the name as "@" too).
 	Path          string
 	PathTruncated bool
 	Kind          Kind

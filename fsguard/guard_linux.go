@@ -237,6 +237,10 @@ func (g *Guard) Decode(sample []byte) (Event, error) {
 	return g.decode(&raw), nil
 }
 
+// eventAbstract is bpf/fs.h's FS_EVENT_ABSTRACT: the path holds an
+// abstract socket's name (bpf/unix.c), not dentry names.
+const eventAbstract = 1 << 2
+
 func (g *Guard) decode(raw *loader.FSEvent) Event {
 	e := Event{
 		CgroupID:      raw.Hdr.CgroupId,
@@ -259,12 +263,16 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 	for i := range buf {
 		buf[i] = byte(raw.Path[i])
 	}
+	// An abstract socket's name: no dentry, nothing to place on a mount.
+	abstract := raw.Flags&eventAbstract != 0
 	e.TargetPID = raw.TargetPid
 	e.PPID = raw.Ppid
 	e.Family = raw.Family
 	switch {
 	case e.Kind == KindSelf:
 		// Not about a file: no path.
+	case abstract:
+		e.Path = "@" + strings.ReplaceAll(string(buf), "\x00", "@")
 	case e.PathTruncated:
 		// The walk's upper part is unknown: no mount can place it.
 		e.Path = ".../" + strings.Join(componentsLeafFirst(buf), "/")
@@ -296,6 +304,8 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		e.Rule = strings.Join(parts, "; ")
 	case e.Kind == KindOutside && e.Op == OpOpenRead:
 		e.Rule = "read_access = restricted: no readable or writable root above the entry"
+	case e.Kind == KindUnixPeer:
+		e.Rule = "abstract AF_UNIX socket created outside the session and the sessions nested below it"
 	case e.Kind == KindOutside && e.Op == OpUnixConnect:
 		e.Rule = "AF_UNIX socket outside the writable roots and not in network.allow_unix_sockets"
 	case e.Kind == KindOutside:

@@ -205,12 +205,21 @@ func TestUnixSocketConnect(t *testing.T) {
 			}
 		})
 	}
-	// An abstract socket has no inode: not judged here (Landlock scopes
-	// it in run).
-	abstract := "@oxs-test-" + strconv.Itoa(os.Getpid())
-	listenUnix(t, "unix", abstract)
-	if got := inCgroup(t, &cg, "unix-connect", abstract); got != 0 {
-		t.Fatalf("connect to abstract socket: errno %v, want success", got)
+	// An abstract socket has no inode: bpf/unix.c judges it by the
+	// cgroup its socket was created in, here outside the session.
+	for _, tt := range []struct{ network, op string }{{"unix", "unix-connect"}, {"unixgram", "unix-sendto"}} {
+		abstract := "@oxs-test-" + strconv.Itoa(os.Getpid()) + "/" + tt.network
+		listenUnix(t, tt.network, abstract)
+		if got := inCgroup(t, nil, tt.op, abstract); got != 0 {
+			t.Fatalf("%s %s outside the session: errno %v, want success", tt.op, abstract, got)
+		}
+		if got := inCgroup(t, &cg, tt.op, abstract); got != unix.EPERM {
+			t.Fatalf("%s %s created outside the session: errno %v, want EPERM", tt.op, abstract, got)
+		}
+		e := ev.waitFor(t, cg.ID, fsguard.OpUnixConnect, abstract)
+		if e.Kind != fsguard.KindUnixPeer || e.Errno != unix.EPERM || e.Ino != 0 || e.NewEntry || e.Rule == "" {
+			t.Fatalf("event %+v: want kind %v errno EPERM, no inode, a rule", e, fsguard.KindUnixPeer)
+		}
 	}
 }
 

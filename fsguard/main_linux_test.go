@@ -21,7 +21,7 @@ import (
 // The test binary's helper process (testutil.RunOp): "fs OP ARGS..."
 // performs one filesystem operation (runOp) and prints its errno (0 for
 // success), so tests run the real syscall from inside a session's cgroup.
-var ops = map[string]testutil.Op{"fs": fsOp}
+var ops = map[string]testutil.Op{"fs": fsOp, "unixpeer": unixPeerOp}
 
 // fsArgs is the helper command line, after the executable, for op.
 func fsArgs(op string, args ...string) []string {

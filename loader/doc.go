@@ -20,6 +20,9 @@
 //     mounts).
 //   - netfamily (bpf/netfamily.c): the network policy's BPF-LSM program,
 //     which refuses the socket families the cgroup programs cannot see.
+//   - unix (bpf/unix.c): abstract AF_UNIX sockets, which have no inode:
+//     a session reaches only those created in it or in a session nested
+//     below it.
 //
 // The others:
 //
@@ -47,5 +50,5 @@
 // said once: struct fs_session is FSSession, struct net_session is
 // NetSession, struct oxs_event_header (events.h) is EventHeader. Program
 // names start with their object's name (fs_file_open, self_bpf,
-// netfamily_socket_create, net_connect4).
+// netfamily_socket_create, unix_stream_connect, net_connect4).
 package loader

@@ -29,11 +29,12 @@ type (
 )
 
 // FSPrograms are the BPF-LSM programs: the filesystem ones (bpf/fs.c),
-// self-protection (bpf/self.c) and the network policy's socket families
-// (bpf/netfamily.c), loaded and attached once for every session; the maps
-// say which sessions exist and what each may do.
+// self-protection (bpf/self.c), the network policy's socket families
+// (bpf/netfamily.c) and abstract AF_UNIX peers (bpf/unix.c), loaded and
+// attached once for every session; the maps say which sessions exist and
+// what each may do.
 type FSPrograms struct {
-	Sessions   *ebpf.Map // cgroup id -> FSSession, shared by all three objects
+	Sessions   *ebpf.Map // cgroup id -> FSSession, shared by every object
 	Anchors    *ebpf.Map // FSAnchorKey -> FSRule
 	Names      *ebpf.Map // FSNameKey -> FSNameBits
 	GlobScopes *ebpf.Map // FSAnchorKey -> bitmask of FSSession.Globs
@@ -64,6 +65,7 @@ var lsmObjects = []struct {
 	{"filesystem", "", loadFs},
 	{"self-protection", "self_", loadSelf},
 	{"socket family", "netfamily_", loadNetfamily},
+	{"abstract unix socket", "unix_", loadUnix},
 }
 
 const fsSessionsMap = "fs_sessions"

@@ -34,6 +34,10 @@ package loader
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" self ../bpf/self.c -- -I../bpf
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" netfamily ../bpf/netfamily.c -- -I../bpf
 
+// Abstract AF_UNIX peers (bpf/unix.c), the one AF_UNIX judgement that no
+// inode carries: a BPF-LSM object loaded with the filesystem one too.
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" unix ../bpf/unix.c -- -I../bpf
+
 // The cgroup network programs (bpf/net.c) use only UAPI types, so they need
 // no CO-RE. bpf/netinc stands in for the multiarch asm/ headers, which keeps
 // the build independent of the host architecture's include layout.

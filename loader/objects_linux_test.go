@@ -27,6 +27,10 @@ func TestEmbeddedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse socket family object: %v", err)
 	}
+	unixPeer, err := loadUnix()
+	if err != nil {
+		t.Fatalf("parse abstract unix socket object: %v", err)
+	}
 	tests := []struct {
 		name  string
 		spec  *ebpf.CollectionSpec
@@ -48,6 +52,9 @@ func TestEmbeddedObjects(t *testing.T) {
 		}, []string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
 		{"socket family", netfamily, map[string]string{netfamilyProgNetfamilySocketCreate: "lsm/socket_create"},
 			[]string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
+		{"abstract unix socket", unixPeer, map[string]string{
+			unixProgUnixStreamConnect: "lsm/unix_stream_connect", unixProgUnixMaySend: "lsm/unix_may_send",
+		}, []string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 // other objects never reuses them.
 func ObjectsVersion() string {
 	h := sha256.New()
-	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _NetBytes} {
+	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes} {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
@@ -204,7 +204,7 @@ func loadPinnedLinks(dir string, want int) ([]link.Link, []string, error) {
 
 // LoadPinnedFS opens the BPF-LSM objects PinAt pinned at dir (the
 // Objects of an FSPrograms: every object's maps under their pin names,
-// lsmObjects' pinPrefix for the second and third) instead of loading and
+// lsmObjects' pinPrefix for all but the first) instead of loading and
 // attaching them again. events must be the event maps the pinned programs
 // report through. The set must be whole: every program the objects always
 // attach, one variant of each hook whose signature changed, optional

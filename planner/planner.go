@@ -329,11 +329,11 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.QuarantineNames = true
 		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names created during the session (a new .git/hooks, a first .claude/) are not refused: each is moved to quarantine when the session makes it, and none is left when it ends")
 	}
-	if c.Mode != policy.ModeFullAccess {
+	if c.Mode != policy.ModeFullAccess && !p.BPFLSM {
 		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
-		// socket, a network namespace does not cover AF_UNIX, and the
-		// BPF-LSM filesystem programs hook no socket connect either: say
-		// so whichever filesystem layer runs.
+		// socket and a network namespace does not cover AF_UNIX. BPF-LSM
+		// judges both kinds of peer (bpf/fs.c by the socket's inode,
+		// bpf/unix.c abstract ones by the session that created them).
 		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
 	}
 	return decideRunNetwork(p, c, caps)

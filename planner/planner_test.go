@@ -195,6 +195,11 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 		if p.BPFLSM && caps.Landlock == nil && !caps.LandlockAudits && (p.Landlock != Absent || !hasWarning(p, "cannot report refusals to audit")) {
 			t.Errorf("%s: landlock below the audit ABI stacked on BPF-LSM, or not said: %+v", name, p)
 		}
+		// BPF-LSM judges AF_UNIX peers, pathname and abstract; without it
+		// the plan says which connections are not blocked.
+		if want := c.Mode != policy.ModeFullAccess && !p.BPFLSM; hasWarning(p, "unix sockets") != want {
+			t.Errorf("%s: unix socket warning %v, want %v (bpf-lsm %v): %q", name, !want, want, p.BPFLSM, p.Warnings)
+		}
 		switch {
 		case !needNet:
 			if p.Network || p.NetNS {

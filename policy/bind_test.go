@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/internal/shquote"
 )
 
 func TestCompileErrors(t *testing.T) {
@@ -44,19 +46,31 @@ func TestCompileErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, _, err := f.load(t)
-		if err == nil || !strings.Contains(err.Error(), "outside the writable root") || !strings.HasPrefix(err.Error(), filepath.Join(f.ws, ".claude")+": ") {
+		link := filepath.Join(f.ws, ".claude")
+		if err == nil || !strings.Contains(err.Error(), "outside the writable root") || !strings.HasPrefix(err.Error(), link+": ") {
 			t.Fatalf("got %v", err)
 		}
-	})
-	t.Run("protected dangling symlink", func(t *testing.T) {
-		f := newFixture(t)
-		if err := os.Symlink(filepath.Join(f.root, "gone"), filepath.Join(f.ws, "AGENTS.md")); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, _, err := f.load(t); err == nil || !strings.Contains(err.Error(), "dangling symlink") {
-			t.Fatalf("got %v", err)
+		// The exact command that fixes it.
+		q := shquote.Quote
+		if fix := "rm " + q(link) + " && cp -a " + q(outside) + " " + q(link); !strings.HasSuffix(err.Error(), fix) {
+			t.Fatalf("got %v; want it to end in %q", err, fix)
 		}
 	})
+	// A session's `ln -s /elsewhere .openoxide` (refused where BPF-LSM
+	// runs, quarantined where not) would stop every later session.
+	for _, name := range []string{"AGENTS.md", ".openoxide"} {
+		t.Run("protected dangling symlink "+name, func(t *testing.T) {
+			f := newFixture(t)
+			link := filepath.Join(f.ws, name)
+			if err := os.Symlink(filepath.Join(f.root, "gone"), link); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := f.load(t)
+			if err == nil || !strings.Contains(err.Error(), "dangling symlink") || !strings.HasSuffix(err.Error(), "remove it: rm "+shquote.Quote(link)) {
+				t.Fatalf("got %v; want the dangling symlink and the command that removes it", err)
+			}
+		})
+	}
 	t.Run("git hooks symlink", func(t *testing.T) {
 		f := newFixture(t)
 		f.mkdir(t, "wt")
@@ -65,8 +79,14 @@ func TestCompileErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.write(t, "ws/.git", "gitdir: ../gitdirs/wt\n")
-		if _, _, _, err := f.load(t); err == nil || !strings.Contains(err.Error(), "git control entry is a symlink") {
+		link := filepath.Join(f.root, "gitdirs/wt/hooks")
+		_, _, _, err := f.load(t)
+		if err == nil || !strings.Contains(err.Error(), "git control entry is a symlink") {
 			t.Fatalf("got %v", err)
+		}
+		q := shquote.Quote
+		if fix := "rm " + q(link) + " && cp -a " + q("/usr/share") + " " + q(link); !strings.HasSuffix(err.Error(), fix) {
+			t.Fatalf("got %v; want it to end in %q", err, fix)
 		}
 	})
 }

@@ -135,13 +135,13 @@ func (s *scanner) protect(root, path string, isLink bool, src string) error {
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: "remove it: rm " + shquote.Quote(path)}
+		return &Error{Pos: pos{File: path}, Msg: "protected name is a dangling symlink", Hint: replaceSymlinkHint(path)}
 	}
 	if err != nil {
-		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink that cannot be resolved: %v", err)}
+		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink that cannot be resolved: %v", err), Hint: replaceSymlinkHint(path)}
 	}
 	if !within(root, target) {
-		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: "replace the symlink with the real entry (oxsupervise will not guess what to protect): rm " + shquote.Quote(path) + " && cp -a " + shquote.Quote(target) + " " + shquote.Quote(path)}
+		return &Error{Pos: pos{File: path}, Msg: fmt.Sprintf("protected name is a symlink to %s, outside the writable root %s", target, root), Hint: replaceSymlinkHint(path)}
 	}
 	t, err := resolveAnchor(target, src+" (symlink target)")
 	if err != nil {
@@ -149,6 +149,18 @@ func (s *scanner) protect(root, path string, isLink bool, src string) error {
 	}
 	s.addPath(t)
 	return nil
+}
+
+// replaceSymlinkHint is the exact command that fixes a symlink at a
+// protected name that setup will not follow (a session may have planted
+// it): the real entry in its place, or none when the link points nowhere.
+func replaceSymlinkHint(path string) string {
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "remove it: rm " + shquote.Quote(path)
+	}
+	return "replace the symlink with the real entry (oxsupervise will not guess what to protect): rm " +
+		shquote.Quote(path) + " && cp -a " + shquote.Quote(target) + " " + shquote.Quote(path)
 }
 
 func (s *scanner) protectExplicit(a Anchor) error {
@@ -221,7 +233,7 @@ func (s *scanner) protectGitDir(dir, src string, depth int) error {
 			continue
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			return &Error{Pos: pos{File: p}, Msg: "git control entry is a symlink", Hint: "replace it with the real file; oxsupervise does not follow symlinks at protected names"}
+			return &Error{Pos: pos{File: p}, Msg: "git control entry is a symlink", Hint: replaceSymlinkHint(p)}
 		}
 		s.addPath(a)
 	}

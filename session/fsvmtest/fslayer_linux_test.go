@@ -31,7 +31,7 @@ import (
 // performs one filesystem operation and prints OK or the errno name.
 // Scripts inside a session run it as "$SELF" fsopVerb OP ARGS.
 var (
-	ops      = map[string]testutil.Op{"fsop": fsop, escapetest.OpName: escapetest.Op}
+	ops      = map[string]testutil.Op{"fsop": fsop, "unixop": unixop, "linkop": linkop, escapetest.OpName: escapetest.Op}
 	fsopVerb = testutil.OpArgs("fsop")[0]
 )
 
