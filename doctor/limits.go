@@ -44,10 +44,12 @@ func (r *Report) limits(bpf Layer) []Limit {
 					"an abstract socket bound outside it (on a desktop @/tmp/.X11-unix/X0 is the user's display)", LandlockScopeABI, r.Landlock.ABI)})
 		}
 	case LayerBPFLSM:
-		out = append(out, Limit{Subject: "pathname unix sockets", Status: "NOT refused",
-			Detail: "the BPF-LSM filesystem programs do not judge connect(2) on a pathname socket: a session can connect to a socket " +
-				"outside the writable roots; the session's mount namespace hides only the well-known ones whose servers act outside " +
-				"the session (systemd, D-Bus, docker, containerd, podman, gpg and ssh agents, keyrings) unless network.allow_unix_sockets lists them"})
+		out = append(out, Limit{Subject: "pathname unix sockets", Holds: true, Status: "refused outside the roots",
+			Detail: "BPF-LSM judges connect(2) and sendto(2) on a pathname socket like a write to its inode: a socket outside " +
+				"the writable roots is refused (EACCES, audited) unless network.allow_unix_sockets lists it"})
+		out = append(out, Limit{Subject: "abstract unix sockets", Holds: true, Status: "refused outside the session",
+			Detail: "BPF-LSM judges the peer: an abstract socket created outside the session (and the sessions nested in it) " +
+				"is refused (EPERM, audited) whatever the Landlock ABI"})
 	}
 	if bpf.Available {
 		out = append(out, Limit{Subject: "attach", Holds: true, Status: "filesystem rules held",
