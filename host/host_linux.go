@@ -61,8 +61,9 @@ type Host struct {
 	net    *session.NetworkLayer
 	netErr error
 	// roview reports the read-only view's EROFS refusals (run sessions
-	// without BPF-LSM); never pinned: it serves run sessions, which live
-	// no longer than this process.
+	// without BPF-LSM). It is attached only while this process has such a
+	// session; a Cache keeps its program and maps pinned, unattached, for
+	// the next standalone run to open instead of loading them.
 	roview    *session.ROViewLayer
 	roviewErr error
 	// pins are what Pins pinned, by layer, and pinFailed why a layer
@@ -120,6 +121,7 @@ func Open(opts Options, want planner.Want) *Host {
 	} else {
 		h.pinErr = ErrNotPinning
 	}
+
 	ring := func() (*bpfring.Ring, error) {
 		if h.ring != nil {
 			return h.ring, nil
@@ -133,13 +135,16 @@ func Open(opts Options, want planner.Want) *Host {
 	}
 	if want.BPFLSM {
 		h.fsErr = h.buildFS(opts, ring)
+
 	}
 	if want.Network {
 		h.netErr = h.buildNet(opts, ring)
+
 	}
 	if want.ReadOnlyViewAudit && h.fs == nil {
 		// Only a session without BPF-LSM has a read-only view to audit.
 		h.roviewErr = h.buildROView(opts, ring)
+
 	}
 	if h.fs == nil && h.net == nil && h.roview == nil && h.ring != nil {
 		h.ring.Close()
@@ -238,11 +243,29 @@ func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) err
 	if err != nil {
 		return err
 	}
-	l, err := session.NewROViewLayer(session.ROViewConfig{Events: r, Warn: opts.Warn})
+	cfg := session.ROViewConfig{Events: r, Warn: opts.Warn}
+	// Only a Pinning that keeps unattached programs pins this layer: it
+	// has no link, so a generation of it would hold nothing that confines.
+	_, keeps := h.pinning.(keepsPrograms)
+	if keeps && h.reuse(planner.LayerReadOnlyViewAudit, 0, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewROViewLayer(reuse)
+		if err == nil {
+			h.roview = l
+		}
+		return err
+	}) {
+		return nil
+	}
+	l, err := session.NewROViewLayer(cfg)
 	if err != nil {
 		return err
 	}
 	h.roview = l
+	if keeps {
+		h.pin(opts, planner.LayerReadOnlyViewAudit, 0, l)
+	}
 	return nil
 }
 

@@ -29,6 +29,10 @@ type ROViewConfig struct {
 	// Flood tunes the per-session flood control, in the kernel and in
 	// front of the audit sink.
 	Flood audit.FloodOptions
+	// Pinned, when set, is where the program and maps are pinned already
+	// (Objects), loaded and verified, to open instead of loading them;
+	// Events must then be the ring their event maps belong to.
+	Pinned string
 }
 
 // ROViewLayer is the SessionLayer LayerReadOnlyViewAudit: the audit of
@@ -62,7 +66,13 @@ func NewROViewLayer(cfg ROViewConfig) (*ROViewLayer, error) {
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
-	if err := loader.LoadROView(&l.objs, l.ev.ring.Maps()); err != nil {
+	load := loader.LoadROView
+	if cfg.Pinned != "" {
+		load = func(objs *loader.ROViewObjects, events *loader.EventMaps) error {
+			return loader.LoadPinnedROView(objs, events, cfg.Pinned)
+		}
+	}
+	if err := load(&l.objs, l.ev.ring.Maps()); err != nil {
 		l.ev.closeAll(func() error { return nil })
 		return nil, err
 	}
