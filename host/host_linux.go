@@ -161,7 +161,11 @@ func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
 	if opts.Unavailable[planner.LayerBPFLSM] {
 		return planner.ErrForced
 	}
-	if err := loader.ProbeBPFLSM(); err != nil {
+	probe := loader.ProbeBPFLSM
+	if pc, ok := h.pinning.(probeCacher); ok && h.pinErr == nil {
+		probe = pc.probeBPFLSM
+	}
+	if err := probe(); err != nil {
 		return err
 	}
 	r, err := ring()
