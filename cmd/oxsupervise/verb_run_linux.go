@@ -9,24 +9,21 @@ import (
 	"os"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	// The launcher is this binary re-executed by `run` with a hidden
+	// verb; launchfirst intercepts it during initialization, so it never
+	// reaches the verb table, help or signal handling, and does nothing
+	// but build the boundary and exec.
+	_ "github.com/openoxide/oxsupervise/cmd/oxsupervise/internal/launchfirst"
 	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/session"
 )
 
-// The launcher is this binary re-executed by `run` with a hidden verb. It
-// is intercepted before main so it never reaches the verb table, help or
-// signal handling, and does nothing but build the boundary and exec.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
-		os.Exit(session.LauncherMain())
-	}
-}
-
 // runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
 func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// Inside a session (the kernel's word: this process's cgroup), a run
 	// is a nested session, asked of the session's supervisor.
+
 	if in, err := inSession(); in || err != nil || r.tier != "" {
 		return runNested(ctx, s, r, in, err)
 	}
@@ -50,11 +47,13 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return exitNoBoundary
 	}
 	t, c, wd, failed := prepareRun(s, r, r.user)
+
 	if c == nil {
 		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	h := openHost(c, cgroup.Config{}, unavailable, s.err)
+
 	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
@@ -66,6 +65,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
+
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
