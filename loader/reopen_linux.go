@@ -68,7 +68,7 @@ func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
 // part of a layer's objects), checking each against this binary's
 // declaration of it.
 func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := loadNet()
+	spec, err := eventMapSpecs()
 	if err != nil {
 		return nil, fmt.Errorf("load event map specs: %w", err)
 	}
