@@ -77,14 +77,19 @@ func NewROViewLayer(cfg ROViewConfig) (*ROViewLayer, error) {
 		return nil, err
 	}
 	// Attaching is what a kernel without raw tracepoints refuses: try it
-	// now, so that the layer is only built where it works.
-	lk, err := loader.AttachROView(&l.objs)
-	if err != nil {
-		l.objs.Close()
-		l.ev.closeAll(func() error { return nil })
-		return nil, err
+	// now, so that the layer is only built where it works. Pinned objects
+	// were pinned only after this very program attached on this kernel
+	// (bpffs lives one boot), so they are not tried again: a trial
+	// attach and detach patches the kernel's syscall exit path twice.
+	if cfg.Pinned == "" {
+		lk, err := loader.AttachROView(&l.objs)
+		if err != nil {
+			l.objs.Close()
+			l.ev.closeAll(func() error { return nil })
+			return nil, err
+		}
+		lk.Close()
 	}
-	lk.Close()
 	l.ev.record = func(es *eventSession, _ bpfring.Header, raw []byte) (*audit.Record, error) {
 		e, err := loader.DecodeROView(raw)
 		if err != nil {
