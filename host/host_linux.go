@@ -121,7 +121,6 @@ func Open(opts Options, want planner.Want) *Host {
 	} else {
 		h.pinErr = ErrNotPinning
 	}
-
 	ring := func() (*bpfring.Ring, error) {
 		if h.ring != nil {
 			return h.ring, nil
@@ -135,16 +134,13 @@ func Open(opts Options, want planner.Want) *Host {
 	}
 	if want.BPFLSM {
 		h.fsErr = h.buildFS(opts, ring)
-
 	}
 	if want.Network {
 		h.netErr = h.buildNet(opts, ring)
-
 	}
 	if want.ReadOnlyViewAudit && h.fs == nil {
 		// Only a session without BPF-LSM has a read-only view to audit.
 		h.roviewErr = h.buildROView(opts, ring)
-
 	}
 	if h.fs == nil && h.net == nil && h.roview == nil && h.ring != nil {
 		h.ring.Close()

@@ -121,7 +121,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		opts.Policy, env = caches.policy, caches.env
 		defer caches.close()
 	}
-
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -131,7 +130,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range lp.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-
 	plan, err := bind(opts.Policy, lp)
 	if err != nil {
 		return 0, err
@@ -139,7 +137,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-
 	tierNote := sharedTierNote(opts.Policy, env)
 	if tierNote != "" {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", tierNote)
@@ -148,7 +145,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}
-
 
 	id, err := NewID()
 	if err != nil {
@@ -160,7 +156,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
@@ -190,12 +185,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	// The session's one audit sink: the supervisor's records and every
 	// layer's refusals go through it.
-
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
 	aud.startNote = tierNote
 	aud.setLauncherPID(l.pid())
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
-
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		l.abort()
@@ -203,7 +196,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		aud.close()
 		return 0, err
 	}
-
 	if opts.OnStart != nil {
 		opts.OnStart(info)
 	}
@@ -221,9 +213,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if plan.Landlock != nil {
 		aud.followLandlock(opts.Cgroup)
 	}
-
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
-
 
 	spec := LaunchSpec{
 		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(append(env, opts.SessionEnv...), SessionEnv+"="+id), Dir: opts.Dir,
@@ -233,25 +223,18 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		ExecGate:        len(gated) > 0,
 	}
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
-
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
-
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
 	// Every process of the session is gone: the final check of names.
 	names.close()
-
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)
-
 	cancel()
 	guard.finish(aud, id, string(opts.Policy.Mode), warn)
-
 	aud.sessionStop(&entry, code, err)
-
 	aud.close()
-
 	return code, err
 }
 

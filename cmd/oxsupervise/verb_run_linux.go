@@ -23,7 +23,6 @@ import (
 func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// Inside a session (the kernel's word: this process's cgroup), a run
 	// is a nested session, asked of the session's supervisor.
-
 	if in, err := inSession(); in || err != nil || r.tier != "" {
 		return runNested(ctx, s, r, in, err)
 	}
@@ -47,13 +46,11 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return exitNoBoundary
 	}
 	t, c, wd, failed := prepareRun(s, r, r.user)
-
 	if c == nil {
 		return failed
 	}
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	h := openHost(c, cgroup.Config{}, unavailable, s.err)
-
 	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
@@ -65,7 +62,6 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
-
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
