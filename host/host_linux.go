@@ -15,6 +15,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/egress"
 	"github.com/openoxide/oxsupervise/fsguard"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
@@ -47,6 +48,8 @@ type Options struct {
 	// Warn receives the layers' warnings (audit records that could not be
 	// written, lost kernel events).
 	Warn io.Writer
+	// Timing, when set, is told when each layer is built.
+	Timing *phasetime.Recorder
 }
 
 // Host owns the BPF objects that enforce sessions: the shared event ring
@@ -121,6 +124,7 @@ func Open(opts Options, want planner.Want) *Host {
 	} else {
 		h.pinErr = ErrNotPinning
 	}
+	opts.Timing.Mark("host: pin directory")
 	ring := func() (*bpfring.Ring, error) {
 		if h.ring != nil {
 			return h.ring, nil
@@ -134,13 +138,16 @@ func Open(opts Options, want planner.Want) *Host {
 	}
 	if want.BPFLSM {
 		h.fsErr = h.buildFS(opts, ring)
+		opts.Timing.Mark("host: bpf-lsm")
 	}
 	if want.Network {
 		h.netErr = h.buildNet(opts, ring)
+		opts.Timing.Mark("host: ring, network")
 	}
 	if want.ReadOnlyViewAudit && h.fs == nil {
 		// Only a session without BPF-LSM has a read-only view to audit.
 		h.roviewErr = h.buildROView(opts, ring)
+		opts.Timing.Mark("host: read-only view audit")
 	}
 	if h.fs == nil && h.net == nil && h.roview == nil && h.ring != nil {
 		h.ring.Close()

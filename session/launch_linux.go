@@ -161,6 +161,7 @@ func (l *launched) abort() {
 // succeeded, so nothing of the command runs without them.
 func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	defer l.release()
+	tm := opts.Timing
 	cmd := l.cmd
 	b, _ := json.Marshal(spec)
 	_, werr := l.specW.Write(b)
@@ -170,6 +171,7 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 		// EOF: the launcher failed before its mounts were done; its
 		// status says why.
 		if n, _ := l.gateParent.Read(msg[:]); n == 1 && msg[0] == gateMountsDone {
+			tm.Mark("launcher at the exec gate")
 			if err := activate(); err != nil {
 				// The launcher has not exec'd: nothing of the command ran.
 				cmd.Process.Kill()
@@ -183,9 +185,11 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 			}
 		}
 		l.gateParent.Close()
+		tm.Mark("gated layers applied")
 	}
 
 	status, _ := io.ReadAll(l.statusR)
+	tm.Mark("command executed")
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
 		var f launchFailure
@@ -205,6 +209,7 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 		fmt.Fprintf(warnOrDiscard(opts.Warn), "oxsupervise: session %s: %v\n", entry.ID, err)
 	}
 	aud.sessionStart(entry)
+	tm.Mark("session_start recorded")
 
 	done := make(chan struct{})
 	go func() {
@@ -223,6 +228,7 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 	}()
 	err := cmd.Wait()
 	close(done)
+	tm.Mark("command exited")
 	if code, ok := ExitStatus(err); ok {
 		return code, nil
 	}

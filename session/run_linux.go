@@ -121,6 +121,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		opts.Policy, env = caches.policy, caches.env
 		defer caches.close()
 	}
+	tm := opts.Timing
+	tm.Mark("sandbox caches")
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -137,6 +139,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
+	tm.Mark("bind (Landlock ruleset, mount plan)")
 	tierNote := sharedTierNote(opts.Policy, env)
 	if tierNote != "" {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", tierNote)
@@ -156,6 +159,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
+	tm.Mark("cgroup created")
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
@@ -178,6 +182,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
 	}
+	tm.Mark("launcher started")
 	if err := opts.Registry.Put(entry); err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
@@ -196,6 +201,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		aud.close()
 		return 0, err
 	}
+	tm.Mark("registry, audit sink, early layers")
 	if opts.OnStart != nil {
 		opts.OnStart(info)
 	}
@@ -222,19 +228,25 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
+	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
+	tm.Mark("name watch")
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	tm.Mark("cgroup killed and removed")
 	// Every process of the session is gone: the final check of names.
 	names.close()
+	tm.Mark("final check of names")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	tm.Mark("layers undone")
 	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
+	tm.Mark("audit closed")
 	return code, err
 }
 

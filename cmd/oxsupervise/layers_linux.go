@@ -12,6 +12,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -47,10 +48,10 @@ func standalonePins(cfg cgroup.Config) host.Pinning {
 // with the BPF layers c would use. The CLI keeps it alive for as long as
 // the session: the daemon differs only in keeping one for all of its
 // sessions.
-func openHost(c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) *host.Host {
+func openHost(c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer, tm *phasetime.Recorder) *host.Host {
 	return host.Open(host.Options{
 		Cgroup: cfg, KernelBuffer: int(c.Audit.KernelBuffer), ResolverUpstreamList: os.Getenv(resolverUpstreamEnv),
-		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn,
+		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn, Timing: tm,
 	}, planner.Wants(c))
 }
 
@@ -65,7 +66,7 @@ func closeHost(h *host.Host, warn io.Writer) {
 // attachStandalone confines opts.PID on a host of its own and keeps the
 // host alive for as long as the session (holdAttached).
 func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions) int {
-	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err)
+	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err, nil)
 	e, plan, err := h.Attach(ctx, opts, nil)
 	code := reportAttach(s, e, err)
 	if e == nil {
