@@ -165,7 +165,8 @@ func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
 		return planner.ErrForced
 	}
 	probe := loader.ProbeBPFLSM
-	if pc, ok := h.pinning.(probeCacher); ok && h.pinErr == nil {
+	// Not only under the lease: a refusal is the kernel's, whoever asks.
+	if pc, ok := h.pinning.(probeCacher); ok {
 		probe = pc.probeBPFLSM
 	}
 	if err := probe(); err != nil {

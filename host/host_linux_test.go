@@ -176,6 +176,17 @@ func TestCacheRemembersRefusedBPFLSMProbe(t *testing.T) {
 	if !errors.Is(second, unix.EPERM) || !errors.Is(second, host.ErrProbeRefusedEarlier) {
 		t.Fatalf("second host: %v, want the remembered EPERM", second)
 	}
+	// Another supervisor holding the pins does not make this one probe:
+	// the refusal is the kernel's, not the lease's.
+	holder := &host.Cache{Dir: dir}
+	if err := holder.Prepare(0); err != nil {
+		t.Fatal(err)
+	}
+	busy := open()
+	holder.Release()
+	if !errors.Is(busy, unix.EPERM) || !errors.Is(busy, host.ErrProbeRefusedEarlier) {
+		t.Fatalf("host while another holds the pins: %v, want the remembered EPERM", busy)
+	}
 	if err := os.RemoveAll(filepath.Join(dir, "probes")); err != nil {
 		t.Fatal(err)
 	}
