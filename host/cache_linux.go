@@ -29,6 +29,7 @@ var ErrPinsBusy = errors.New("the pinned programs are in use by another supervis
 //	run/<objects version>-ring<bytes>/events/maps/<map>    the shared event maps
 //	run/<objects version>-ring<bytes>/net-<parent cgroup id>/{links,maps}/<name>
 //	run/<objects version>-ring<bytes>/fs/{links,maps}/<name>
+//	run/<objects version>-ring<bytes>/roview/{progs,maps}/<name>  unattached
 //
 // The objects version is a digest of the BPF objects the binary embeds
 // (loader.ObjectsVersion): another binary's pins are never reused. One
@@ -212,6 +213,9 @@ func (c *Cache) Pin(layer string, parent uint64, objs loader.Objects) (Pinned, e
 	}
 	return Pinned{Layer: layer, Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}, nil
 }
+
+// keepsPrograms: the read-only view's audit program is pinned unattached.
+func (*Cache) keepsPrograms() {}
 
 // Release implements Pinning.
 func (c *Cache) Release() error {

@@ -29,6 +29,8 @@
 //	/sys/fs/bpf/oxsupervise/net/gen-N/maps/<map>       net_sessions, net_allow, oxs_events, ...
 //	/sys/fs/bpf/oxsupervise/run/<version>-ring<bytes>/events/maps/<map>          standalone (Cache)
 //	/sys/fs/bpf/oxsupervise/run/<version>-ring<bytes>/net-<parent id>/{links,maps}/<name>
+//	/sys/fs/bpf/oxsupervise/run/<version>-ring<bytes>/roview/{progs,maps}/<name>
+//	/sys/fs/bpf/oxsupervise/probes/bpf-lsm-eperm-<conditions>  a refused probe (Cache)
 //
 // A pinned link stays attached with no process holding it, so sessions
 // stay confined through a crash, kill -9 or upgrade of their owner.

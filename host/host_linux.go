@@ -15,6 +15,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/egress"
 	"github.com/openoxide/oxsupervise/fsguard"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
@@ -47,6 +48,8 @@ type Options struct {
 	// Warn receives the layers' warnings (audit records that could not be
 	// written, lost kernel events).
 	Warn io.Writer
+	// Timing, when set, is told when each layer is built.
+	Timing *phasetime.Recorder
 }
 
 // Host owns the BPF objects that enforce sessions: the shared event ring
@@ -61,8 +64,9 @@ type Host struct {
 	net    *session.NetworkLayer
 	netErr error
 	// roview reports the read-only view's EROFS refusals (run sessions
-	// without BPF-LSM); never pinned: it serves run sessions, which live
-	// no longer than this process.
+	// without BPF-LSM). It is attached only while this process has such a
+	// session; a Cache keeps its program and maps pinned, unattached, for
+	// the next standalone run to open instead of loading them.
 	roview    *session.ROViewLayer
 	roviewErr error
 	// pins are what Pins pinned, by layer, and pinFailed why a layer
@@ -120,6 +124,7 @@ func Open(opts Options, want planner.Want) *Host {
 	} else {
 		h.pinErr = ErrNotPinning
 	}
+	opts.Timing.Mark("host: pin directory")
 	ring := func() (*bpfring.Ring, error) {
 		if h.ring != nil {
 			return h.ring, nil
@@ -133,13 +138,16 @@ func Open(opts Options, want planner.Want) *Host {
 	}
 	if want.BPFLSM {
 		h.fsErr = h.buildFS(opts, ring)
+		opts.Timing.Mark("host: bpf-lsm")
 	}
 	if want.Network {
 		h.netErr = h.buildNet(opts, ring)
+		opts.Timing.Mark("host: ring, network")
 	}
 	if want.ReadOnlyViewAudit && h.fs == nil {
 		// Only a session without BPF-LSM has a read-only view to audit.
 		h.roviewErr = h.buildROView(opts, ring)
+		opts.Timing.Mark("host: read-only view audit")
 	}
 	if h.fs == nil && h.net == nil && h.roview == nil && h.ring != nil {
 		h.ring.Close()
@@ -156,7 +164,12 @@ func (h *Host) buildFS(opts Options, ring func() (*bpfring.Ring, error)) error {
 	if opts.Unavailable[planner.LayerBPFLSM] {
 		return planner.ErrForced
 	}
-	if err := loader.ProbeBPFLSM(); err != nil {
+	probe := loader.ProbeBPFLSM
+	// Not only under the lease: a refusal is the kernel's, whoever asks.
+	if pc, ok := h.pinning.(probeCacher); ok {
+		probe = pc.probeBPFLSM
+	}
+	if err := probe(); err != nil {
 		return err
 	}
 	r, err := ring()
@@ -238,11 +251,29 @@ func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) err
 	if err != nil {
 		return err
 	}
-	l, err := session.NewROViewLayer(session.ROViewConfig{Events: r, Warn: opts.Warn})
+	cfg := session.ROViewConfig{Events: r, Warn: opts.Warn}
+	// Only a Pinning that keeps unattached programs pins this layer: it
+	// has no link, so a generation of it would hold nothing that confines.
+	_, keeps := h.pinning.(keepsPrograms)
+	if keeps && h.reuse(planner.LayerReadOnlyViewAudit, 0, func(dir string) error {
+		reuse := cfg
+		reuse.Pinned = dir
+		l, err := session.NewROViewLayer(reuse)
+		if err == nil {
+			h.roview = l
+		}
+		return err
+	}) {
+		return nil
+	}
+	l, err := session.NewROViewLayer(cfg)
 	if err != nil {
 		return err
 	}
 	h.roview = l
+	if keeps {
+		h.pin(opts, planner.LayerReadOnlyViewAudit, 0, l)
+	}
 	return nil
 }
 

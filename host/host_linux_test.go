@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
@@ -135,4 +136,61 @@ func TestCacheLease(t *testing.T) {
 		t.Fatalf("after the first released the pins: %v", err)
 	}
 	second.Release()
+}
+
+// A Cache remembers a BPF-LSM probe the kernel refused with EPERM, so the
+// next standalone start does not parse the kernel's BTF to be refused
+// again: the second host's filesystem layer is absent with the remembered
+// refusal (still EPERM), and removing the memory probes again. Where the
+// probe loads (the VM), there is nothing to remember: the layer is built.
+func TestCacheRemembersRefusedBPFLSMProbe(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp(loader.BPFFSMount, "oxs-probe-test-")
+	if err != nil {
+		testutil.SkipUnlessVM(t, "no bpffs at %s: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The kernel's answer, asked independently of the host.
+	probeErr := loader.ProbeBPFLSM()
+	if probeErr == nil || !errors.Is(probeErr, unix.EPERM) || errors.Is(probeErr, loader.ErrBPFNotInLSMList) {
+		t.Skipf("SKIPPED, NOT PASSED: this kernel does not refuse the BPF-LSM probe with EPERM (%v): nothing to remember", probeErr)
+	}
+	open := func() error {
+		t.Helper()
+		h := host.Open(host.Options{Pins: &host.Cache{Dir: dir}}, planner.Want{BPFLSM: true})
+		defer h.Close()
+		if h.FS() != nil {
+			t.Fatal("the filesystem layer was built on a kernel that refuses the probe")
+		}
+		return h.FSErr()
+	}
+	first := open()
+	if !errors.Is(first, unix.EPERM) || errors.Is(first, host.ErrProbeRefusedEarlier) {
+		t.Fatalf("first host: %v, want the kernel's EPERM, probed", first)
+	}
+	markers, _ := filepath.Glob(filepath.Join(dir, "probes", "bpf-lsm-eperm-*"))
+	if len(markers) != 1 {
+		t.Fatalf("remembered refusals after the first host: %v, want one", markers)
+	}
+	second := open()
+	if !errors.Is(second, unix.EPERM) || !errors.Is(second, host.ErrProbeRefusedEarlier) {
+		t.Fatalf("second host: %v, want the remembered EPERM", second)
+	}
+	// Another supervisor holding the pins does not make this one probe:
+	// the refusal is the kernel's, not the lease's.
+	holder := &host.Cache{Dir: dir}
+	if err := holder.Prepare(0); err != nil {
+		t.Fatal(err)
+	}
+	busy := open()
+	holder.Release()
+	if !errors.Is(busy, unix.EPERM) || !errors.Is(busy, host.ErrProbeRefusedEarlier) {
+		t.Fatalf("host while another holds the pins: %v, want the remembered EPERM", busy)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "probes")); err != nil {
+		t.Fatal(err)
+	}
+	if third := open(); !errors.Is(third, unix.EPERM) || errors.Is(third, host.ErrProbeRefusedEarlier) {
+		t.Fatalf("host after the memory was removed: %v, want the kernel's EPERM, probed again", third)
+	}
 }

@@ -56,11 +56,19 @@ type Pinned struct {
 
 // SetName is the directory of layer's objects below a pin directory.
 func SetName(layer string) string {
-	if layer == planner.LayerBPFLSM {
+	switch layer {
+	case planner.LayerBPFLSM:
 		return "fs"
+	case planner.LayerReadOnlyViewAudit:
+		return "roview"
 	}
 	return "net"
 }
+
+// keepsPrograms is a Pinning that also pins a layer's unattached programs
+// for the next host to open (Cache); a generation (Generations) holds only
+// what stays attached and confines without its owner.
+type keepsPrograms interface{ keepsPrograms() }
 
 // Generations pins every build of a layer as a new generation of its set:
 // Dir/<set>/gen-N (see loader.PinSet). It is the daemon's: each start

@@ -107,10 +107,13 @@ func mountOf(path string) (mountPoint, fstype string, err error) {
 // Objects are what one layer pins: its links and maps by name (a link
 // by its program's name, a map by the map's). Each layer lists its own
 // (fsguard.Guard.Objects, egress.Enforcer.Objects), the shared event maps
-// included.
+// included. Programs are pinned unattached, for a layer that attaches
+// only while it has sessions (the read-only view's audit) and is reopened
+// rather than loaded and verified again (package host's Cache).
 type Objects struct {
-	Links map[string]link.Link
-	Maps  map[string]*ebpf.Map
+	Links    map[string]link.Link
+	Maps     map[string]*ebpf.Map
+	Programs map[string]*ebpf.Program
 }
 
 // PinSet is one group of objects loaded together, below a pin directory.
@@ -200,6 +203,21 @@ func (g Generation) pin(objs Objects) error {
 		}
 		if err := pinLink(l, filepath.Join(g.Dir, "links", name)); err != nil {
 			return fmt.Errorf("pin link %s: %w", name, err)
+		}
+	}
+	for name, p := range objs.Programs {
+		if p == nil {
+			continue
+		}
+		// A clone, as for the maps: the caller's program stays unpinned.
+		c, err := p.Clone()
+		if err != nil {
+			return fmt.Errorf("pin program %s: %w", name, err)
+		}
+		err = c.Pin(filepath.Join(g.Dir, "progs", name))
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("pin program %s: %w", name, err)
 		}
 	}
 	return nil
@@ -298,7 +316,7 @@ func (g Generation) DrainEvents() (map[Source]uint64, error) {
 // its last pin goes), then maps, then the directories.
 func (g Generation) Remove() error {
 	var errs []error
-	for _, sub := range []string{"links", "maps"} {
+	for _, sub := range []string{"links", "maps", "progs"} {
 		dir := filepath.Join(g.Dir, sub)
 		entries, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -25,26 +25,32 @@ import (
 )
 
 // ObjectsVersion names the BPF objects this binary embeds: a digest of the
-// BPF-LSM and network objects (programs and map layouts alike). Pins a
+// BPF-LSM, network and read-only view objects (programs and map layouts
+// alike). Pins a
 // binary reopens live below a directory of this name, so a binary with
 // other objects never reuses them.
 func ObjectsVersion() string {
 	h := sha256.New()
-	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes} {
+	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes, _RoviewBytes} {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
 	return "v1-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// PinAt pins objs below dir, as dir/links/<name> and dir/maps/<name>.
+// PinAt pins objs below dir, as dir/links/<name>, dir/maps/<name> and
+// dir/progs/<name>.
 // On error nothing stays pinned there.
 func PinAt(dir string, objs Objects) error {
 	g := Generation{Dir: dir}
 	if _, err := os.Lstat(dir); err == nil {
 		return fmt.Errorf("pin directory %s: already holds pins", dir)
 	}
-	for _, sub := range []string{"links", "maps"} {
+	subs := []string{"links", "maps"}
+	if len(objs.Programs) > 0 {
+		subs = append(subs, "progs")
+	}
+	for _, sub := range subs {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return fmt.Errorf("pin directory %s: %w", dir, err)
 		}
@@ -62,7 +68,7 @@ func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
 // part of a layer's objects), checking each against this binary's
 // declaration of it.
 func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := loadNet()
+	spec, err := eventMapSpecs()
 	if err != nil {
 		return nil, fmt.Errorf("load event map specs: %w", err)
 	}

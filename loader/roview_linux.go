@@ -53,9 +53,18 @@ func LoadROView(objs *ROViewObjects, events *EventMaps) error {
 	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
 		return fmt.Errorf("load read-only view audit: %w", memlock.WithoutHint(err))
 	}
+	if err := fillROViewSyscalls(objs); err != nil {
+		objs.Close()
+		return err
+	}
+	return nil
+}
+
+// fillROViewSyscalls writes this architecture's system call table
+// (ROViewTable) into the object's.
+func fillROViewSyscalls(objs *ROViewObjects) error {
 	for nr, sc := range ROViewTable() {
 		if err := objs.RoviewSyscalls.Update(uint32(nr), sc.Syscall, ebpf.UpdateAny); err != nil {
-			objs.Close()
 			return fmt.Errorf("read-only view audit: system call %d (%s): %w", nr, sc.Op, err)
 		}
 	}

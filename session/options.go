@@ -6,6 +6,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -20,6 +21,9 @@ const LauncherVerb = "__launch"
 
 // RunOptions are the inputs of Run.
 type RunOptions struct {
+	// Timing, when set, is told when each phase of the session's start
+	// and end is done (OXSUPERVISE_DEBUG_TIMING).
+	Timing *phasetime.Recorder
 	Policy *policy.Compiled
 	// Argv is the command; Argv[0] is looked up in the scrubbed PATH.
 	Argv []string

@@ -18,3 +18,9 @@ func withEvents(objs loader.Objects, events *loader.EventMaps) loader.Objects {
 	}
 	return objs
 }
+
+// Objects are the layer's program, unattached, and its maps: what package
+// host pins so that the next supervisor opens them instead of loading and
+// verifying them again (the program is attached only while a session is
+// applied, by whoever holds it).
+func (l *ROViewLayer) Objects() loader.Objects { return loader.ROViewPinObjects(&l.objs) }

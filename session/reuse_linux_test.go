@@ -110,3 +110,70 @@ func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 		t.Fatalf("the second run left its session in the pinned map: %v (%v)", keys, err)
 	}
 }
+
+// A standalone run leaves the read-only view's audit program pinned,
+// unattached, and the next run opens it instead of loading and verifying
+// it again: the pinned program (by kernel id) is the first run's after the
+// second, the second run's EROFS refusal is still audited exactly once,
+// and neither run leaves a session in the pinned session table.
+func TestStandaloneRunReusesPinnedReadOnlyViewAudit(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
+	if err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pins) })
+	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+
+	if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "roview"))
+	if len(sets) != 1 {
+		t.Fatalf("pinned read-only view sets after the first run: %v, want one below %s/run/%s-ring*", sets, pins, loader.ObjectsVersion())
+	}
+	progID := func() ebpf.ProgramID {
+		t.Helper()
+		p, err := ebpf.LoadPinnedProgram(filepath.Join(sets[0], "progs", "roview_sys_exit"), nil)
+		if err != nil {
+			t.Fatalf("pinned read-only view program: %v", err)
+		}
+		defer p.Close()
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		return id
+	}
+	first := progID()
+
+	victim := filepath.Join(e.outside, "reuse-created.txt")
+	r := e.run(t, pinEnv, "run", "--", "sh", "-c", `"$FSOP" write `+victim)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "EROFS" {
+		t.Fatalf("second run: exit %d, stdout %q, want EROFS from the write of %s\n%s", r.code, r.stdout, victim, r.stderr)
+	}
+	if _, err := os.Lstat(victim); !os.IsNotExist(err) {
+		t.Fatalf("%s exists after the refused write (%v)", victim, err)
+	}
+	if again := progID(); again != first {
+		t.Fatalf("pinned read-only view program %d after the second run, want the first run's %d: it loaded one of its own", again, first)
+	}
+	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("roview_sessions"); err != nil || len(keys) != 0 {
+		t.Fatalf("a run left its session in the pinned read-only view table: %v (%v)", keys, err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.base, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(line, `"layer":"read-only-view"`) && strings.Contains(line, victim) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d read-only-view records of %s, want 1; log:\n%s", n, victim, b)
+	}
+}

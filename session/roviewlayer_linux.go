@@ -29,6 +29,10 @@ type ROViewConfig struct {
 	// Flood tunes the per-session flood control, in the kernel and in
 	// front of the audit sink.
 	Flood audit.FloodOptions
+	// Pinned, when set, is where the program and maps are pinned already
+	// (Objects), loaded and verified, to open instead of loading them;
+	// Events must then be the ring their event maps belong to.
+	Pinned string
 }
 
 // ROViewLayer is the SessionLayer LayerReadOnlyViewAudit: the audit of
@@ -62,19 +66,30 @@ func NewROViewLayer(cfg ROViewConfig) (*ROViewLayer, error) {
 	if err := newKernelEvents(&l.ev, cfg.Events, cfg.Warn); err != nil {
 		return nil, err
 	}
-	if err := loader.LoadROView(&l.objs, l.ev.ring.Maps()); err != nil {
+	load := loader.LoadROView
+	if cfg.Pinned != "" {
+		load = func(objs *loader.ROViewObjects, events *loader.EventMaps) error {
+			return loader.LoadPinnedROView(objs, events, cfg.Pinned)
+		}
+	}
+	if err := load(&l.objs, l.ev.ring.Maps()); err != nil {
 		l.ev.closeAll(func() error { return nil })
 		return nil, err
 	}
 	// Attaching is what a kernel without raw tracepoints refuses: try it
-	// now, so that the layer is only built where it works.
-	lk, err := loader.AttachROView(&l.objs)
-	if err != nil {
-		l.objs.Close()
-		l.ev.closeAll(func() error { return nil })
-		return nil, err
+	// now, so that the layer is only built where it works. Pinned objects
+	// were pinned only after this very program attached on this kernel
+	// (bpffs lives one boot), so they are not tried again: a trial
+	// attach and detach patches the kernel's syscall exit path twice.
+	if cfg.Pinned == "" {
+		lk, err := loader.AttachROView(&l.objs)
+		if err != nil {
+			l.objs.Close()
+			l.ev.closeAll(func() error { return nil })
+			return nil, err
+		}
+		lk.Close()
 	}
-	lk.Close()
 	l.ev.record = func(es *eventSession, _ bpfring.Header, raw []byte) (*audit.Record, error) {
 		e, err := loader.DecodeROView(raw)
 		if err != nil {

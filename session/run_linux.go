@@ -4,17 +4,12 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
-	"os/signal"
-	"runtime"
 	"slices"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -141,6 +136,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		opts.Policy, env = caches.policy, caches.env
 		defer caches.close()
 	}
+	tm := opts.Timing
+	tm.Mark("sandbox caches")
 	lp, err := decide(planner.Run, opts.Plan, opts.Policy, planner.Options{}, opts.Unavailable, opts.Layers)
 	if err != nil {
 		return 0, err
@@ -157,6 +154,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
+	tm.Mark("bind (Landlock ruleset, mount plan)")
 	tierNote := sharedTierNote(opts.Policy, env)
 	if tierNote != "" {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", tierNote)
@@ -176,6 +174,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
+	tm.Mark("cgroup created")
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
@@ -188,7 +187,19 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, l := range opts.Layers {
 		entry.Layers = append(entry.Layers, l.Name())
 	}
+	early, gated := splitExecGated(opts.Layers)
+	// The launcher starts now and waits for its spec, which it gets only
+	// once everything below is in place: its own start-up overlaps the
+	// rest of the session's set-up, and nothing of the command runs
+	// before that is done.
+	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0)
+	if err != nil {
+		cleanupSession(group, opts.Registry, id, warn)
+		return 0, err
+	}
+	tm.Mark("launcher started")
 	if err := opts.Registry.Put(entry); err != nil {
+		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
@@ -196,14 +207,16 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// layer's refusals go through it.
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
 	aud.startNote = tierNote
+	aud.setLauncherPID(l.pid())
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
-	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
+		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
 		aud.close()
 		return 0, err
 	}
+	tm.Mark("registry, audit sink, early layers")
 	if opts.OnStart != nil {
 		opts.OnStart(info)
 	}
@@ -230,19 +243,25 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
+	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
-	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
+	tm.Mark("name watch")
+	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	cleanupSession(group, opts.Registry, id, warn)
+	tm.Mark("cgroup killed and removed")
 	// Every process of the session is gone: the final check of names.
 	names.close()
+	tm.Mark("final check of names")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	tm.Mark("layers undone")
 	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
+	tm.Mark("audit closed")
 	return code, err
 }
 
@@ -286,167 +305,6 @@ func splitExecGated(layers []SessionLayer) (early, gated []SessionLayer) {
 		}
 	}
 	return early, gated
-}
-
-// Exec gate messages on the launcher's gate socket.
-const (
-	gateMountsDone = 'm' // launcher: mount namespace built, nothing else done
-	gateGo         = 'g' // supervisor: gated layers active, go on to exec
-)
-
-// launch starts the launcher in group and waits for the command. When
-// spec.ExecGate is set, the launcher stops after building its mount
-// namespace; activate applies the gated layers then, and the launcher
-// goes on (drops privileges, applies Landlock, execs) only once it
-// succeeded, so nothing of the command runs without them.
-func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func() error) (int, error) {
-	cgFD, err := group.OpenFD()
-	if err != nil {
-		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	defer cgFD.Close()
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
-	}
-	defer specR.Close()
-	defer specW.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
-	}
-	defer statusR.Close()
-	defer statusW.Close()
-
-	extra := []*os.File{specR, statusW}
-	var gateParent *os.File
-	if spec.ExecGate {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("exec gate socket: %w", err)}
-		}
-		gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
-		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
-		defer gateParent.Close()
-		defer gateChild.Close()
-		extra = append(extra, gateChild) // gateFD
-	}
-
-	self := opts.SelfExe
-	if self == "" {
-		self = "/proc/self/exe"
-	}
-	cloneflags := uintptr(syscall.CLONE_NEWNS)
-	if netns {
-		cloneflags |= syscall.CLONE_NEWNET
-	}
-	// Pdeathsig is tied to the thread that forks: keep this goroutine on
-	// one thread for the life of the session.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cmd := &exec.Cmd{
-		Path:       self,
-		Args:       []string{"oxsupervise", LauncherVerb},
-		Env:        []string{},
-		Stdin:      opts.Stdin,
-		Stdout:     opts.Stdout,
-		Stderr:     opts.Stderr,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			UseCgroupFD: true,
-			CgroupFD:    int(cgFD.Fd()),
-			Cloneflags:  cloneflags,
-			Pdeathsig:   syscall.SIGKILL,
-		},
-	}
-	if cmd.Stdin == nil {
-		cmd.Stdin = os.Stdin
-	}
-	if cmd.Stdout == nil {
-		cmd.Stdout = os.Stdout
-	}
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr
-	}
-	// Register before the child exists so no signal falls between.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
-	defer signal.Stop(sigs)
-
-	if err := cmd.Start(); err != nil {
-		return 0, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("start launcher in %s: %w", group.Path, err)}
-	}
-	aud.setLauncherPID(cmd.Process.Pid)
-	specR.Close()
-	statusW.Close()
-	if gateParent != nil {
-		extra[gateFD-3].Close()
-	}
-	b, _ := json.Marshal(spec)
-	_, werr := specW.Write(b)
-	specW.Close()
-	if gateParent != nil && werr == nil {
-		var msg [1]byte
-		// EOF: the launcher failed before its mounts were done; its
-		// status says why.
-		if n, _ := gateParent.Read(msg[:]); n == 1 && msg[0] == gateMountsDone {
-			if err := activate(); err != nil {
-				// The launcher has not exec'd: nothing of the command ran.
-				cmd.Process.Kill()
-				cmd.Wait()
-				return 0, err
-			}
-			if _, err := gateParent.Write([]byte{gateGo}); err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
-			}
-		}
-		gateParent.Close()
-	}
-
-	status, _ := io.ReadAll(statusR)
-	if werr != nil || len(status) > 0 {
-		cmd.Wait()
-		var f launchFailure
-		if werr != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("send launch spec: %w", werr)}
-		}
-		if err := json.Unmarshal(status, &f); err != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("launcher: %s", status)}
-		}
-		if f.Exec != 0 {
-			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
-		}
-		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
-	}
-	entry.PID = cmd.Process.Pid
-	if err := opts.Registry.Put(*entry); err != nil {
-		fmt.Fprintf(warnOrDiscard(opts.Warn), "oxsupervise: session %s: %v\n", entry.ID, err)
-	}
-	aud.sessionStart(entry)
-
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case s := <-sigs:
-				if (s == unix.SIGINT || s == unix.SIGQUIT || s == unix.SIGWINCH) && sameForegroundGroup() {
-					// The terminal already delivered it to the command.
-					continue
-				}
-				cmd.Process.Signal(s)
-			}
-		}
-	}()
-	err = cmd.Wait()
-	close(done)
-	if code, ok := ExitStatus(err); ok {
-		return code, nil
-	}
-	return 0, fmt.Errorf("wait for session %s: %w", entry.ID, err)
 }
 
 func warnOrDiscard(w io.Writer) io.Writer {

@@ -319,3 +319,32 @@ func TestRunInheritedFDsClosed(t *testing.T) {
 		t.Errorf("command sees descriptors %v, want only 0-2 (+ ls's own)", fds)
 	}
 }
+
+// OXSUPERVISE_DEBUG_TIMING makes run print one line per phase of the
+// session's start and end, in the order they happen (no duration is
+// asserted: speed lives in make bench).
+func TestRunDebugTiming(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	e := newEnv(t)
+	r := e.run(t, []string{"OXSUPERVISE_DEBUG_TIMING=1"}, "run", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	var phases []string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if rest, ok := strings.CutPrefix(line, "oxsupervise: timing: "); ok {
+			phases = append(phases, strings.TrimSpace(rest[:strings.Index(rest, "  ")]))
+		}
+	}
+	want := []string{"policy", "launcher started", "command executed", "command exited", "audit closed", "host closed"}
+	i := 0
+	for _, p := range phases {
+		if i < len(want) && p == want[i] {
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Fatalf("timing phases %q, want %q among them in this order\n%s", phases, want, r.stderr)
+	}
+}

@@ -95,9 +95,9 @@ type Ring struct {
 const (
 	poll     = 50 * time.Millisecond
 	lostPoll = time.Second
-	// drainRetry is how long Drain waits for the reader to take its
-	// request before it wakes it again.
-	drainRetry = 5 * time.Millisecond
+	// drainQueue is how many Drain requests wait for the reader without
+	// blocking their callers.
+	drainQueue = 16
 )
 
 // Open creates the shared event maps and starts reading them. Load the
@@ -121,7 +121,7 @@ func Open(opts Options) (*Ring, error) {
 	}
 	r := &Ring{
 		maps: maps, rd: rd, warn: opts.Warn, consumers: map[loader.Source]Consumer{},
-		drainReq: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		drainReq: make(chan chan struct{}, drainQueue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if r.warn == nil {
 		r.warn = io.Discard
@@ -175,18 +175,18 @@ func (r *Ring) Subscribe(src loader.Source, c Consumer) (unsubscribe func(), err
 // session's last task is gone Drain has passed all its records on.
 func (r *Ring) Drain() {
 	done := make(chan struct{})
-	for {
-		// Flush wakes a reader blocked waiting for records, so the
-		// request is taken at once rather than at the end of a poll.
-		r.rd.Flush()
-		select {
-		case r.drainReq <- done:
-			<-done
-			return
-		case <-r.done:
-			return
-		case <-time.After(drainRetry):
-		}
+	select {
+	case r.drainReq <- done:
+	case <-r.done:
+		return
+	}
+	// Queued first, woken after: the flush stays pending (an eventfd) until
+	// the reader's next wait, which then returns at once and the reader
+	// takes the request, so no wake-up is lost between the two.
+	r.rd.Flush()
+	select {
+	case <-done:
+	case <-r.done:
 	}
 }
 

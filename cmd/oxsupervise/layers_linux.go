@@ -13,6 +13,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -48,10 +49,10 @@ func standalonePins(cfg cgroup.Config) host.Pinning {
 // with the BPF layers c would use. The CLI keeps it alive for as long as
 // the session: the daemon differs only in keeping one for all of its
 // sessions.
-func openHost(c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer) *host.Host {
+func openHost(c *policy.Compiled, cfg cgroup.Config, unavailable map[string]bool, warn io.Writer, tm *phasetime.Recorder) *host.Host {
 	return host.Open(host.Options{
 		Cgroup: cfg, KernelBuffer: int(c.Audit.KernelBuffer), ResolverUpstreamList: os.Getenv(resolverUpstreamEnv),
-		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn,
+		Unavailable: unavailable, Pins: standalonePins(cfg), Warn: warn, Timing: tm,
 	}, planner.Wants(c))
 }
 
@@ -74,7 +75,7 @@ func attachStandalone(ctx context.Context, s streams, opts session.AttachOptions
 	if err := attachPreflight(opts); err != nil {
 		return reportAttach(s, opts.PID, nil, err)
 	}
-	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err)
+	h := openHost(opts.Policy, cgroup.Config{}, opts.Unavailable, s.err, nil)
 	e, plan, err := h.Attach(ctx, opts, nil)
 	code := reportAttach(s, opts.PID, e, err)
 	if e == nil {

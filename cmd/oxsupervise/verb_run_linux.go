@@ -9,20 +9,17 @@ import (
 	"os"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	// The launcher is this binary re-executed by `run` with a hidden
+	// verb; launchfirst intercepts it during initialization, so it never
+	// reaches the verb table, help or signal handling, and does nothing
+	// but build the boundary and exec.
+	_ "github.com/openoxide/oxsupervise/cmd/oxsupervise/internal/launchfirst"
 	"github.com/openoxide/oxsupervise/daemon"
 	"github.com/openoxide/oxsupervise/doctor"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/session"
 )
-
-// The launcher is this binary re-executed by `run` with a hidden verb. It
-// is intercepted before main so it never reaches the verb table, help or
-// signal handling, and does nothing but build the boundary and exec.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == session.LauncherVerb {
-		os.Exit(session.LauncherMain())
-	}
-}
 
 // runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
 func runCommand(ctx context.Context, s streams, r runRequest) int {
@@ -50,12 +47,14 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo, or start the daemon: oxsupervise daemon); nothing ran")
 		return exitNoBoundary
 	}
+	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	t, c, wd, failed := prepareRun(s, r, r.user)
 	if c == nil {
 		return failed
 	}
+	tm.Mark("policy")
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	h := openHost(c, cgroup.Config{}, unavailable, s.err)
+	h := openHost(c, cgroup.Config{}, unavailable, s.err, tm)
 	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
@@ -64,9 +63,11 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Unavailable: unavailable,
 		// Tests and administrators move the quarantine elsewhere.
 		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
+		Timing:        tm,
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
+	tm.Mark("host closed")
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)

@@ -193,7 +193,7 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 	}
 	r, err := f.measure(ctx)
 	if layers := sessionLayers(filepath.Join(e.scratch, "audit.jsonl")); layers != "" {
-		r.Notes = append(r.Notes, fmt.Sprintf("Layers the measured standalone `run` built, from its session_start audit record: %s. A standalone `run` loads and verifies its BPF programs at every start.", layers))
+		r.Notes = append(r.Notes, fmt.Sprintf("Layers the measured standalone `run` built, from its session_start audit record: %s. A standalone `run` opens the network programs and the read-only view audit that an earlier run left pinned (host.Cache), loading and verifying them only when there are none (the warm-up run pins them), and remembers a BPF-LSM probe the kernel refused.", layers))
 	}
 	if d != nil {
 		if layers := sessionLayers(filepath.Join(d.dir, "audit.jsonl")); layers != "" {
