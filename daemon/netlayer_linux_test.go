@@ -70,7 +70,10 @@ func (w *world) startDaemonInNetns(t *testing.T, nsPID int) (*exec.Cmd, *syncBuf
 			t.Logf("daemon log:\n%s", out.String())
 		}
 	})
-	for deadline := time.Now().Add(60 * time.Second); !Available(w.socket); time.Sleep(20 * time.Millisecond) {
+	// The log reaches out through a pipe the exec package copies from, so
+	// the socket can answer before the lines written ahead of it arrive:
+	// wait for both (callers read what the daemon logged while starting).
+	for deadline := time.Now().Add(60 * time.Second); !Available(w.socket) || !strings.Contains(out.String(), "listening on"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon process not answering:\n%s", out.String())
 		}

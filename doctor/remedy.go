@@ -294,9 +294,15 @@ func (rem Remedy) Format(label string) string {
 
 // RefusalRemedy is the remedy block a refused session's message ends
 // with ("remedy:" and the steps, newline-terminated), or "" when the
-// refusal is not one the machine can fix (see BPFLSMRemedy). run, attach
-// and the daemon print it after "boundary not built: ...".
+// refusal is not for want of BPF-LSM or not one the machine can fix (see
+// BPFLSMRemedy). run, attach and the daemon print it after "boundary not
+// built: ...".
 func RefusalRemedy(refusal error) string {
+	var nofs *planner.AttachNeedsBPFLSM
+	var req *planner.RequiresBPFLSM
+	if !errors.As(refusal, &nofs) && !errors.As(refusal, &req) {
+		return ""
+	}
 	if rem, ok := BPFLSMRemedy(refusal); ok {
 		return rem.Format("remedy")
 	}
