@@ -19,7 +19,8 @@ const (
 	// LayerNetNS is the empty network namespace that enforces network
 	// "none" in run when there is no cgroup network layer.
 	LayerNetNS = "network-namespace"
-	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
+	// LayerSeccomp is run's launcher's syscall filter (TIOCSTI, io_uring,
+	// socket families).
 	LayerSeccomp = "seccomp"
 	// LayerReadOnlyViewAudit reports the EROFS refusals of the read-only
 	// view (bpf/roview.c), which no LSM sees.
@@ -129,6 +130,9 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// Seccomp is run's launcher's syscall filter (TIOCSTI, io_uring, and
+	// the socket families of SeccompSockets), installed with its log flag.
+	Seccomp bool
 	// SeccompSockets has the launcher's seccomp filter refuse the socket
 	// families and raw sockets the network programs cannot judge: where
 	// no BPF-LSM socket_create program refuses (and audits) them first.
@@ -152,6 +156,11 @@ type Plan struct {
 	// the session reaches its own listeners (loopback "session").
 	NetNS      bool
 	LoopbackUp bool
+	// KernelAudit follows the kernel audit feed for the session's
+	// refusals: a layer of the plan reports them nowhere else (Landlock at
+	// the audit ABI, seccomp's logged errno actions). Every layer of the
+	// BPF-LSM and network programs reports through the ring buffer.
+	KernelAudit bool
 	// Warnings say what the session does not get and what replaces it,
 	// one sentence each, without a prefix.
 	Warnings []string
@@ -268,6 +277,10 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.Landlock, p.LandlockABI = Required, caps.LandlockABI
 	}
 	p.MountNS = true
+	// The launcher always installs its filter (TIOCSTI and io_uring are
+	// refused whichever filesystem layer runs).
+	p.Seccomp = true
+	p.KernelAudit = p.Seccomp || (p.Landlock != Absent && caps.LandlockAudits)
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
 	p.SeccompSockets = netPolicy(c) != policy.NetFull && !p.BPFLSM
 	if p.ReadOnlyView {
@@ -288,11 +301,12 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.QuarantineNames = true
 		p.Warnings = append(p.Warnings, "without BPF-LSM, protected names created during the session (a new .git/hooks, a first .claude/) are not refused: each is moved to quarantine when the session makes it, and none is left when it ends")
 	}
-	if c.Mode != policy.ModeFullAccess {
+	if c.Mode != policy.ModeFullAccess && !p.BPFLSM {
 		// Landlock (ABI <= 7) has no right for connect(2) on a pathname
-		// socket, a network namespace does not cover AF_UNIX, and the
-		// BPF-LSM filesystem programs hook no socket connect either: say
-		// so whichever filesystem layer runs.
+		// socket and a network namespace does not cover AF_UNIX. BPF-LSM
+		// judges such a connect like a write to the socket's inode
+		// (bpf/fs.c unix_stream_connect, unix_may_send): refused and
+		// audited outside the writable roots.
 		p.Warnings = append(p.Warnings, "connections to pathname unix sockets outside writable roots are NOT blocked; only the well-known ones (systemd, D-Bus, docker, podman, ssh/gpg agents) are hidden and abstract sockets scoped")
 	}
 	return decideRunNetwork(p, c, caps)

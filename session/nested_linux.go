@@ -150,7 +150,11 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	if ruleset != nil {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
-		n.aud.followLandlock(opts.Cgroup)
+	}
+	// The nested run's launcher installs the seccomp filter again, and
+	// its refusals, like Landlock's, reach only the kernel audit feed.
+	if opts.Plan.KernelAudit {
+		n.aud.followKernelAudit(opts.Cgroup)
 	}
 	for _, l := range opts.Layers {
 		n.entry.Layers = append(n.entry.Layers, l.Name())

@@ -203,8 +203,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	if plan.Landlock != nil {
-		aud.followLandlock(opts.Cgroup)
+	if lp.KernelAudit {
+		aud.followKernelAudit(opts.Cgroup)
 	}
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
