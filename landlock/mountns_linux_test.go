@@ -112,8 +112,20 @@ func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string 
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mount namespaces and mounts")
 	}
+	var extra []*os.File
+	if p.PrivateShm {
+		// As run does: the tmpfs is made here and moved by the child.
+		shm, err := NewPrivateShm(p.ShmReadOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shm.Close()
+		extra = append(extra, shm)
+		p.ShmFD = 3
+	}
 	b, _ := json.Marshal(p)
 	cmd := testutil.OpCommand("mount", string(b), strings.Join(probes, "\n"))
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

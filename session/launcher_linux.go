@@ -61,6 +61,11 @@ type LaunchSpec struct {
 	// narrows them: the stacked Landlock domain, no_new_privs and the
 	// seccomp filter.
 	Nested bool `json:"nested,omitempty"`
+
+	// privateShm is the tmpfs of Mounts.PrivateShm, made by the
+	// supervisor (landlock.NewPrivateShm): launch hands it to the
+	// launcher and sets Mounts.ShmFD.
+	privateShm *os.File
 }
 
 // launchFailure is what the launcher reports on the status pipe.

@@ -142,6 +142,11 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	n.aud = n.openAuditor(c, warn)
 	n.info = SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: c, Audit: n.aud.sink}
+	if p.PrivateShm != nil && landlock.PrivateShmWritable(c) {
+		// The nested run shares the parent's mount namespace, its
+		// /dev/shm included.
+		n.info.PrivateShm = p.PrivateShm
+	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
 	if err != nil {
 		n.removeGroup(warn)

@@ -150,6 +150,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}
+	// The session's own /dev/shm is made here, not by the launcher: its
+	// filesystem must be known to the layers before the command runs.
+	var shm *os.File
+	if plan.Mounts.PrivateShm {
+		if shm, err = landlock.NewPrivateShm(plan.Mounts.ShmReadOnly); err != nil {
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
+		}
+		defer shm.Close()
+	}
 
 	id, err := NewID()
 	if err != nil {
@@ -182,6 +191,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
 	aud.startNote = tierNote
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
+	if shm != nil && !plan.Mounts.ShmReadOnly {
+		info.PrivateShm = shm
+	}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
@@ -214,6 +226,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
+		privateShm:      shm,
 	}
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	code, err := launch(ctx, opts, group, spec, plan.NetNS, &entry, aud, activate)
@@ -315,6 +328,10 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		defer gateParent.Close()
 		defer gateChild.Close()
 		extra = append(extra, gateChild) // gateFD
+	}
+	if spec.privateShm != nil {
+		spec.Mounts.ShmFD = 3 + len(extra)
+		extra = append(extra, spec.privateShm)
 	}
 
 	self := opts.SelfExe
