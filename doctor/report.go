@@ -113,7 +113,7 @@ const (
 	LayerBPFLSM        = "bpf-lsm"        // filesystem rules through BPF-LSM
 	LayerLandlock      = "landlock"       // filesystem rules through Landlock
 	LayerCgroupNetwork = "cgroup-network" // network rules through cgroup BPF
-	LayerAudit         = "audit"          // kernel audit (Landlock denial records)
+	LayerAudit         = "audit"          // kernel audit (Landlock and seccomp denial records)
 )
 
 // LandlockMinCompleteABI is the first Landlock ABI that controls truncate:
@@ -326,7 +326,7 @@ func (r *Report) auditLayer() Layer {
 		}
 		l.Detail = fmt.Sprintf("enabled=%d, records to %s, lost=%d", r.Audit.Enabled, dest, r.Audit.Lost)
 		if r.Audit.Enabled == 0 {
-			l.Fix = "kernel audit is off (audit=0 or auditctl -e 0): Landlock denial records will not be emitted; enable with auditctl -e 1"
+			l.Fix = "kernel audit is off (audit=0 or auditctl -e 0): Landlock and seccomp denial records will not be emitted; enable with auditctl -e 1"
 		}
 	case r.Audit.Errno == "EPROTONOSUPPORT":
 		l.Detail = r.Audit.Error
@@ -336,7 +336,7 @@ func (r *Report) auditLayer() Layer {
 		l.Fix = "run doctor as root: reading the audit status needs CAP_AUDIT_CONTROL"
 	default:
 		l.Detail = r.Audit.Error
-		l.Fix = "kernel audit is unreachable (it only answers in the initial network namespace); Landlock denials will not reach the audit log"
+		l.Fix = "kernel audit is unreachable (it only answers in the initial network namespace); Landlock and seccomp denials will not reach the audit log"
 	}
 	return l
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -76,11 +77,27 @@ func userDev(kdev uint32) uint64 {
 	return unix.Mkdev(kdev>>20, kdev&(1<<20-1))
 }
 
-// AddSession starts enforcing c for every task in cgroup cgroupID. It
-// writes the session entry last, so the programs never see a session
-// with half its rules; on error nothing of the session remains. A policy
-// without filesystem rules (full-access, external-sandbox) adds nothing.
-func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
+// PrivateMount is a filesystem mounted only in the session's own mount
+// namespace, which the session may write: run's private /dev/shm
+// (landlock.NewPrivateShm). No path of the policy names it, and its
+// files' d_parent walk ends at its root, so its root becomes a writable
+// anchor. On a filesystem mounted anywhere else that would make all of it
+// writable there too; for a tmpfs of the session's own it is exactly the
+// session's.
+type PrivateMount struct {
+	// Path is where the session sees it, for the rule's name.
+	Path string
+	// Root is an open file of its root in this process (the fsmount(2)
+	// descriptor).
+	Root *os.File
+}
+
+// AddSession starts enforcing c for every task in cgroup cgroupID, and
+// lets it write below each of private. It writes the session entry last,
+// so the programs never see a session with half its rules; on error
+// nothing of the session remains. A policy without filesystem rules
+// (full-access, external-sandbox) adds nothing.
+func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled, private ...PrivateMount) error {
 	if c == nil {
 		return errors.New("add filesystem session: nil policy")
 	}
@@ -140,6 +157,18 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		rules[key] = loader.FSRule{Kind: uint32(a.kind), Id: uint32(len(s.rules))}
 		s.rules = append(s.rules, fmt.Sprintf("%s %s (%s)", a.what, a.Path, sourceOr(a.Source)))
 	}
+	privateIDs, err := g.privateIdentities(private)
+	if err != nil {
+		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
+	}
+	for i, m := range private {
+		key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: privateIDs[i].Ino, Dev: privateIDs[i].Dev}
+		if _, ok := rules[key]; ok {
+			return fmt.Errorf("add filesystem session for cgroup %d: the session's own %s is also an anchor of its policy: it is not private", cgroupID, m.Path)
+		}
+		rules[key] = loader.FSRule{Kind: uint32(KindWritable), Id: uint32(len(s.rules))}
+		s.rules = append(s.rules, fmt.Sprintf("writable root %s (the session's own tmpfs)", m.Path))
+	}
 
 	for key, rule := range rules {
 		if err := g.progs.Anchors.Update(key, rule, ebpf.UpdateNoExist); err != nil {
@@ -180,6 +209,30 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 	}
 	g.sessions[cgroupID] = s
 	return nil
+}
+
+// privateIdentities resolves the roots of private mounts as the
+// programs' walk meets them.
+func (g *Guard) privateIdentities(private []PrivateMount) ([]loader.AnchorID, error) {
+	if len(private) == 0 {
+		return nil, nil
+	}
+	fds := make([]int, len(private))
+	for i, m := range private {
+		if m.Root == nil {
+			return nil, fmt.Errorf("the session's own %s: no open root given", m.Path)
+		}
+		fds[i] = int(m.Root.Fd())
+	}
+	byFD, err := g.anchors.Resolve(fds)
+	if err != nil {
+		return nil, fmt.Errorf("the session's own mounts: %w", err)
+	}
+	ids := make([]loader.AnchorID, len(fds))
+	for i, fd := range fds {
+		ids[i] = byFD[fd]
+	}
+	return ids, nil
 }
 
 // RemoveSession stops enforcing for cgroupID. The session entry goes

@@ -50,9 +50,12 @@ type MountPlan struct {
 	// view (viewWritable).
 	Writable []string `json:"writable,omitempty"`
 	// PrivateShm puts a tmpfs of the session's own on /dev/shm (see
-	// privateShm); ShmReadOnly makes it read-only (read-only mode).
+	// privateShm); ShmReadOnly makes it read-only (read-only mode). The
+	// tmpfs is NewPrivateShm's, made by the supervisor: ShmFD is its
+	// descriptor in the process that applies the plan.
 	PrivateShm  bool `json:"private_shm,omitempty"`
 	ShmReadOnly bool `json:"shm_read_only,omitempty"`
+	ShmFD       int  `json:"shm_fd,omitempty"`
 }
 
 // PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
@@ -72,7 +75,7 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	m.Writable = viewWritable(c)
 	if privateShm(c) {
 		m.PrivateShm = true
-		m.ShmReadOnly = !slices.Contains(m.Writable, devShm)
+		m.ShmReadOnly = !PrivateShmWritable(c)
 	}
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
@@ -276,7 +279,7 @@ func (m MountPlan) Apply() error {
 		}
 	}
 	if m.PrivateShm {
-		if err := mountPrivateShm(m.ShmReadOnly); err != nil {
+		if err := mountPrivateShm(m.ShmFD); err != nil {
 			return err
 		}
 	}

@@ -112,8 +112,20 @@ func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string 
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mount namespaces and mounts")
 	}
+	var extra []*os.File
+	if p.PrivateShm {
+		// As run does: the tmpfs is made here and moved by the child.
+		shm, err := NewPrivateShm(p.ShmReadOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shm.Close()
+		extra = append(extra, shm)
+		p.ShmFD = 3
+	}
 	b, _ := json.Marshal(p)
 	cmd := testutil.OpCommand("mount", string(b), strings.Join(probes, "\n"))
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -504,5 +516,15 @@ func TestGlobMatchesWithCache(t *testing.T) {
 	}
 	if _, err := globMatches(g, 3, ""); err == nil || !strings.Contains(err.Error(), "more than 3 entries") {
 		t.Fatalf("limit: err = %v", err)
+	}
+}
+
+// TestPrivateShmNeedsItsTmpfs: a plan with a private /dev/shm but no
+// tmpfs handed over fails closed (the host's /dev/shm is not left in
+// place of it).
+func TestPrivateShmNeedsItsTmpfs(t *testing.T) {
+	err := mountPrivateShm(0)
+	if err == nil || !strings.Contains(err.Error(), "no tmpfs given") {
+		t.Fatalf("mountPrivateShm without a tmpfs: %v, want the missing tmpfs named", err)
 	}
 }

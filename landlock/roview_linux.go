@@ -3,6 +3,7 @@
 package landlock
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,19 +81,30 @@ func privateShm(c *policy.Compiled) bool {
 	return err == nil && fi.IsDir()
 }
 
-// mountPrivateShm puts an empty tmpfs on /dev/shm (sticky, world
-// writable as /dev/shm is; read-only when the session may not write it).
-func mountPrivateShm(readOnly bool) error {
+// PrivateShmWritable reports whether c's session gets a /dev/shm of its
+// own that it may write (PlanMounts' PrivateShm without ShmReadOnly).
+func PrivateShmWritable(c *policy.Compiled) bool {
+	return c.Mode != policy.ModeFullAccess && privateShm(c) && slices.Contains(viewWritable(c), devShm)
+}
+
+// NewPrivateShm creates the tmpfs of a session's own /dev/shm (sticky,
+// world writable as /dev/shm is; read-only when the session may not write
+// it) as a detached mount, mounted nowhere yet: the launcher moves it onto
+// /dev/shm inside its mount namespace (MountPlan.ShmFD). The supervisor
+// creates it, so that it knows the filesystem before the command runs:
+// the BPF-LSM rules anchor writes on its root, which lies in no path of
+// the policy (package fsguard, session.SessionInfo.PrivateShm).
+func NewPrivateShm(readOnly bool) (*os.File, error) {
 	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
-		return fmt.Errorf("mount namespace: private /dev/shm: fsopen tmpfs: %w", err)
+		return nil, fmt.Errorf("private /dev/shm: fsopen tmpfs: %w", err)
 	}
 	defer unix.Close(fs)
 	if err := unix.FsconfigSetString(fs, "mode", "1777"); err != nil {
-		return fmt.Errorf("mount namespace: private /dev/shm: %w", err)
+		return nil, fmt.Errorf("private /dev/shm: %w", err)
 	}
 	if err := unix.FsconfigCreate(fs); err != nil {
-		return fmt.Errorf("mount namespace: private /dev/shm: create tmpfs: %w", err)
+		return nil, fmt.Errorf("private /dev/shm: create tmpfs: %w", err)
 	}
 	attr := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 	if readOnly {
@@ -100,9 +112,17 @@ func mountPrivateShm(readOnly bool) error {
 	}
 	tree, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attr)
 	if err != nil {
-		return fmt.Errorf("mount namespace: private /dev/shm: fsmount: %w", err)
+		return nil, fmt.Errorf("private /dev/shm: fsmount: %w", err)
 	}
-	defer unix.Close(tree)
+	return os.NewFile(uintptr(tree), "private-shm"), nil
+}
+
+// mountPrivateShm moves the detached tmpfs tree (NewPrivateShm, an fd of
+// this process) onto /dev/shm.
+func mountPrivateShm(tree int) error {
+	if tree <= 0 {
+		return errors.New("mount namespace: private /dev/shm: no tmpfs given (MountPlan.ShmFD)")
+	}
 	target, err := openNoSymlinks(devShm)
 	if err != nil {
 		return fmt.Errorf("mount namespace: private /dev/shm: %w", err)

@@ -17,6 +17,11 @@
 // reads nothing but its arguments, its table test covers every
 // combination of capabilities and policy without a kernel.
 //
+// The plan also says where refusals are read from: the BPF layers report
+// through their ring buffer, while Landlock (at the audit ABI) and seccomp
+// report only to the kernel audit feed, which the session then follows
+// (Plan.KernelAudit).
+//
 // The layers, in the order they are built:
 //
 //	cgroup             required always (containment, the key of every BPF map)
@@ -24,6 +29,7 @@
 //	landlock-abiN      filesystem rules from inside; stacked on bpf-lsm (optional)
 //	                   or the filesystem layer itself (required)
 //	mount-namespace    run only: the read-only view, masks, private /tmp
+//	seccomp            run only: the launcher's syscall filter
 //	network            cgroup BPF connect/sendmsg rules
 //	network-namespace  run only: network "none" without the network layer
 package planner

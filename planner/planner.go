@@ -18,7 +18,8 @@ const (
 	// LayerNetNS is the empty network namespace that enforces network
 	// "none" in run when there is no cgroup network layer.
 	LayerNetNS = "network-namespace"
-	// LayerSeccomp is the launcher's syscall filter (TIOCSTI).
+	// LayerSeccomp is run's launcher's syscall filter (TIOCSTI, io_uring,
+	// socket families).
 	LayerSeccomp = "seccomp"
 	// LayerReadOnlyViewAudit reports the EROFS refusals of the read-only
 	// view (bpf/roview.c), which no LSM sees.
@@ -125,6 +126,9 @@ type Plan struct {
 	LandlockFallback string
 	// MountNS builds run's private mount namespace.
 	MountNS bool
+	// Seccomp is run's launcher's syscall filter (TIOCSTI, io_uring, and
+	// the socket families of SeccompSockets), installed with its log flag.
+	Seccomp bool
 	// SeccompSockets has the launcher's seccomp filter refuse the socket
 	// families and raw sockets the network programs cannot judge: where
 	// no BPF-LSM socket_create program refuses (and audits) them first.
@@ -148,6 +152,11 @@ type Plan struct {
 	// the session reaches its own listeners (loopback "session").
 	NetNS      bool
 	LoopbackUp bool
+	// KernelAudit follows the kernel audit feed for the session's
+	// refusals: a layer of the plan reports them nowhere else (Landlock at
+	// the audit ABI, seccomp's logged errno actions). Every layer of the
+	// BPF-LSM and network programs reports through the ring buffer.
+	KernelAudit bool
 	// Warnings say what the session does not get and what replaces it,
 	// one sentence each, without a prefix.
 	Warnings []string
@@ -309,6 +318,10 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.Landlock, p.LandlockABI = Required, caps.LandlockABI
 	}
 	p.MountNS = true
+	// The launcher always installs its filter (TIOCSTI and io_uring are
+	// refused whichever filesystem layer runs).
+	p.Seccomp = true
+	p.KernelAudit = p.Seccomp || (p.Landlock != Absent && caps.LandlockAudits)
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
 	p.SeccompSockets = netPolicy(c) != policy.NetFull && !p.BPFLSM
 	if p.ReadOnlyView {

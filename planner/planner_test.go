@@ -170,8 +170,11 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 	}
 	switch verb {
 	case Attach:
-		if p.MountNS || p.NetNS || p.Landlock != Absent {
+		if p.MountNS || p.NetNS || p.Landlock != Absent || p.Seccomp {
 			t.Errorf("%s: attach planned a layer a running process cannot enter: %+v", name, p)
+		}
+		if p.KernelAudit {
+			t.Errorf("%s: attach follows the kernel audit feed, which none of its layers reports to: %+v", name, p)
 		}
 		if c.FilesystemRules && !p.BPFLSM && (!opts.NetworkOnly || !hasWarning(p, "does NOT enforce the policy's filesystem rules")) {
 			t.Errorf("%s: filesystem rules unenforced without a warning: %q", name, p.Warnings)
@@ -182,6 +185,17 @@ func checkPlan(t *testing.T, name string, verb Verb, c *policy.Compiled, caps Ca
 	case Run:
 		if !p.MountNS || caps.MountNS != nil {
 			t.Errorf("%s: run without its mount namespace, or with one the machine lacks", name)
+		}
+		// seccomp (always) and Landlock at the audit ABI report their
+		// refusals only to the kernel audit feed.
+		if !p.Seccomp || !p.KernelAudit {
+			t.Errorf("%s: run without its seccomp filter or without following the kernel audit feed: %+v", name, p)
+		}
+		// BPF-LSM refuses (and audits) connect(2) to a pathname socket
+		// outside the writable roots; Landlock has no right for it.
+		unixWarned := hasWarning(p, "pathname unix sockets outside writable roots are NOT blocked")
+		if want := c.Mode != policy.ModeFullAccess && !p.BPFLSM; unixWarned != want {
+			t.Errorf("%s: pathname unix socket warning %v, want %v (bpf-lsm %v): %q", name, unixWarned, want, p.BPFLSM, p.Warnings)
 		}
 		if c.FilesystemRules && !p.BPFLSM && p.Landlock != Required {
 			t.Errorf("%s: filesystem rules with no filesystem layer: %+v", name, p)
@@ -254,18 +268,18 @@ func TestDecide(t *testing.T) {
 		opts    Options
 	}{
 		{"bpf-lsm with landlock stacked", Run, "workspace-write/net-none", full,
-			Plan{Verb: Run, BPFLSM: true, Landlock: Optional, LandlockABI: 7, LandlockFallback: "landlock not stacked on BPF-LSM: %v", MountNS: true, Network: true}, "", Options{}},
+			Plan{Verb: Run, BPFLSM: true, Landlock: Optional, LandlockABI: 7, LandlockFallback: "landlock not stacked on BPF-LSM: %v", MountNS: true, Seccomp: true, KernelAudit: true, Network: true}, "", Options{}},
 		{"landlock alone", Run, "workspace-write/net-none", thisMachine,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, Network: true}, "", Options{}},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, Seccomp: true, KernelAudit: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, Network: true}, "", Options{}},
 		{"net none falls back to a namespace", Run, "workspace-write/net-none", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true}, "", Options{}},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, Seccomp: true, KernelAudit: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true}, "", Options{}},
 		{"unset net is none, loopback up", Run, "workspace-write/net-unset", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true, LoopbackUp: true}, "", Options{}},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, Seccomp: true, KernelAudit: true, ReadOnlyView: true, ReadOnlyViewAudit: true, SeccompSockets: true, NetNS: true, LoopbackUp: true}, "", Options{}},
 		{"read-only view without its audit tracer", Run, "workspace-write/net-none", noTracer,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, ReadOnlyView: true, SeccompSockets: true, Network: true}, "", Options{}},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, Seccomp: true, KernelAudit: true, ReadOnlyView: true, SeccompSockets: true, Network: true}, "", Options{}},
 		{"allowlist refused without the network layer", Run, "workspace-write/allowlist", noNet, Plan{}, LayerNetwork, Options{}},
 		{"full-access needs no BPF", Run, "full-access", noNet,
-			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true}, "", Options{}},
+			Plan{Verb: Run, Landlock: Required, LandlockABI: 7, MountNS: true, Seccomp: true, KernelAudit: true}, "", Options{}},
 		{"no filesystem layer at all", Run, "workspace-write/net-none", Capabilities{Landlock: errNoKernel, BPFLSM: errNoKernel}, Plan{}, LayerLandlock, Options{}},
 		{"attach with BPF-LSM", Attach, "workspace-write/allowlist", full,
 			Plan{Verb: Attach, BPFLSM: true, Network: true}, "", Options{}},

@@ -18,7 +18,8 @@ import (
 )
 
 // auditor writes a session's records to the audit log: session start and
-// stop, and the Landlock refusals the kernel audit feed attributes to it.
+// stop, and the Landlock and seccomp refusals the kernel audit feed
+// attributes to it.
 // Audit is observability, not a boundary: when the log or the kernel feed
 // cannot be opened the session still runs, and the user is told loudly.
 type auditor struct {
@@ -62,9 +63,10 @@ func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *audito
 	return a
 }
 
-// followLandlock writes the Landlock refusals the kernel audit feed
-// attributes to the session, until close.
-func (a *auditor) followLandlock(cfg cgroup.Config) {
+// followKernelAudit writes the refusals the kernel audit feed attributes
+// to the session (Landlock's and seccomp's: planner.Plan.KernelAudit),
+// until close.
+func (a *auditor) followKernelAudit(cfg cgroup.Config) {
 	if a.sink == nil {
 		return
 	}
@@ -77,7 +79,7 @@ func (a *auditor) followLandlock(cfg cgroup.Config) {
 		SessionOfAuditSession: a.isOwnAuditSession,
 	})
 	if err != nil {
-		fmt.Fprintf(warn, "oxsupervise: warning: Landlock refusals of session %s will not be audited: %v\n", id, err)
+		fmt.Fprintf(warn, "oxsupervise: warning: Landlock and seccomp refusals of session %s will not be audited: %v\n", id, err)
 		return
 	}
 	a.reader = reader

@@ -91,8 +91,8 @@ func (l *FSLayer) Hooks() []string { return l.guard.Hooks() }
 // session's mount namespace.
 func (l *FSLayer) activatesBeforeExec() {}
 
-// Apply starts enforcing s.Policy's filesystem rules for s's cgroup and
-// opens the session's audit sink (s.Policy.Audit.Path, default
+// Apply starts enforcing s.Policy's filesystem rules (and the session's
+// writes to its own /dev/shm, s.PrivateShm) for s's cgroup and opens the session's audit sink (s.Policy.Audit.Path, default
 // audit.DefaultPath). An audit log that cannot be opened is a warning:
 // audit is observability, not the boundary.
 func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Context) error, error) {
@@ -103,7 +103,11 @@ func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Contex
 	if err != nil {
 		return nil, err
 	}
-	if err := l.guard.AddSession(s.CgroupID, s.Policy); err != nil {
+	var private []fsguard.PrivateMount
+	if s.PrivateShm != nil {
+		private = append(private, fsguard.PrivateMount{Path: "/dev/shm", Root: s.PrivateShm})
+	}
+	if err := l.guard.AddSession(s.CgroupID, s.Policy, private...); err != nil {
 		l.ev.abort(s.CgroupID)
 		return nil, err
 	}

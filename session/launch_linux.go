@@ -38,13 +38,16 @@ type launched struct {
 	gateParent *os.File // the exec gate, nil without one
 	files      []*os.File
 	sigs       chan os.Signal
+	// shmFD is the launcher's fd of the private /dev/shm, 0 without one.
+	shmFD int
 }
 
 // startLauncher starts the launcher in group, in a new mount namespace
 // (and network namespace with netns), with an exec gate when execGate is
-// set. The calling goroutine stays locked to its thread until release:
+// set, and shm (the session's own /dev/shm, landlock.NewPrivateShm) as
+// the fd the launch spec's Mounts.ShmFD names. The calling goroutine stays locked to its thread until release:
 // the parent-death signal is the forking thread's.
-func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool) (*launched, error) {
+func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, shm *os.File) (*launched, error) {
 	l := &launched{}
 	fail := func(err error) (*launched, error) {
 		l.closeFiles()
@@ -77,6 +80,10 @@ func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool) (
 		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
 		l.files = append(l.files, l.gateParent, gateChild)
 		extra = append(extra, gateChild) // gateFD
+	}
+	if shm != nil {
+		l.shmFD = 3 + len(extra)
+		extra = append(extra, shm)
 	}
 
 	self := opts.SelfExe

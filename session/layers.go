@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"os"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/planner"
@@ -59,6 +60,11 @@ type SessionInfo struct {
 	// layer given none opens Policy.Audit.Path itself and closes it when
 	// the session ends.
 	Audit *audit.FileSink
+	// PrivateShm is run's private /dev/shm (landlock.NewPrivateShm) when
+	// the session may write it, nil otherwise: a tmpfs mounted only in
+	// the session's mount namespace, which no path of the policy names.
+	// The BPF-LSM layer lets the session write below its root.
+	PrivateShm *os.File
 }
 
 // SessionLayer is an enforcement layer applied to the session from the

@@ -142,6 +142,11 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	n.aud = n.openAuditor(c, warn)
 	n.info = SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: c, Audit: n.aud.sink}
+	if p.PrivateShm != nil && landlock.PrivateShmWritable(c) {
+		// The nested run shares the parent's mount namespace, its
+		// /dev/shm included.
+		n.info.PrivateShm = p.PrivateShm
+	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
 	if err != nil {
 		n.removeGroup(warn)
@@ -150,7 +155,11 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	if ruleset != nil {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
-		n.aud.followLandlock(opts.Cgroup)
+	}
+	// The nested run's launcher installs the seccomp filter again, and
+	// its refusals, like Landlock's, reach only the kernel audit feed.
+	if opts.Plan.KernelAudit {
+		n.aud.followKernelAudit(opts.Cgroup)
 	}
 	for _, l := range opts.Layers {
 		n.entry.Layers = append(n.entry.Layers, l.Name())

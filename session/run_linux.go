@@ -163,6 +163,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		return 127, &ExecError{127, err}
 	}
+	// The session's own /dev/shm is made here, not by the launcher: its
+	// filesystem must be known to the layers before the command runs.
+	var shm *os.File
+	if plan.Mounts.PrivateShm {
+		if shm, err = landlock.NewPrivateShm(plan.Mounts.ShmReadOnly); err != nil {
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
+		}
+		defer shm.Close()
+	}
 
 	id, err := NewID()
 	if err != nil {
@@ -192,7 +201,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// once everything below is in place: its own start-up overlaps the
 	// rest of the session's set-up, and nothing of the command runs
 	// before that is done.
-	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0)
+	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0, shm)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
@@ -209,6 +218,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	aud.startNote = tierNote
 	aud.setLauncherPID(l.pid())
 	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
+	if shm != nil && !plan.Mounts.ShmReadOnly {
+		info.PrivateShm = shm
+	}
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		l.abort()
@@ -231,8 +243,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		undoGated = undo
 		return nil
 	}
-	if plan.Landlock != nil {
-		aud.followLandlock(opts.Cgroup)
+	if lp.KernelAudit {
+		aud.followKernelAudit(opts.Cgroup)
 	}
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
 
@@ -243,6 +255,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
+	spec.Mounts.ShmFD = l.shmFD
 	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	tm.Mark("name watch")
