@@ -123,6 +123,31 @@ static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __
 	return h;
 }
 
+/*
+ * oxs_event_reserve_always is oxs_event_reserve without the bucket: for a
+ * record the session cannot do without (an entry it was let create on the
+ * condition that userspace hears of it), whose caller refuses when this
+ * returns NULL. Such records still count as sent.
+ */
+static __always_inline void *oxs_event_reserve_always(__u64 cgroup_id, __u32 source, __u64 size)
+{
+	struct oxs_flood_key key = {.cgroup_id = cgroup_id, .source = source};
+	struct oxs_flood_bucket *f = bpf_map_lookup_elem(&oxs_flood, &key);
+	struct oxs_event_header *h = bpf_ringbuf_reserve(&oxs_events, size, 0);
+	if (!h) {
+		__u32 idx = source;
+		__u64 *lost = bpf_map_lookup_elem(&oxs_events_lost, &idx);
+		if (lost)
+			(*lost)++;
+		return NULL;
+	}
+	h->source = source;
+	h->_pad = 0;
+	h->cgroup_id = cgroup_id;
+	h->suppressed = f ? f->suppressed : 0;
+	return h;
+}
+
 /* oxs_event_submit hands an event from oxs_event_reserve to userspace. */
 static __always_inline void oxs_event_submit(void *event)
 {

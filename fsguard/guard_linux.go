@@ -76,11 +76,29 @@ func userDev(kdev uint32) uint64 {
 	return unix.Mkdev(kdev>>20, kdev&(1<<20-1))
 }
 
-// AddSession starts enforcing c for every task in cgroup cgroupID. It
+// SessionOptions are what AddSessionWith knows of a session beyond its
+// policy.
+type SessionOptions struct {
+	// CheckAtEnd lets the session create entries of CheckedAtEnd patterns
+	// (a worktree's .git file), each reported in an Event with CheckAtEnd
+	// set: the caller promises to check every one when the session ends
+	// (package quarantine). A creation the programs cannot report is
+	// refused. Without it such entries are refused like every protected
+	// one.
+	CheckAtEnd bool
+}
+
+// AddSession is AddSessionWith without options: every protected entry is
+// refused, CheckedAtEnd ones included.
+func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
+	return g.AddSessionWith(cgroupID, c, SessionOptions{})
+}
+
+// AddSessionWith starts enforcing c for every task in cgroup cgroupID. It
 // writes the session entry last, so the programs never see a session
 // with half its rules; on error nothing of the session remains. A policy
 // without filesystem rules (full-access, external-sandbox) adds nothing.
-func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
+func (g *Guard) AddSessionWith(cgroupID uint64, c *policy.Compiled, opts SessionOptions) error {
 	if c == nil {
 		return errors.New("add filesystem session: nil policy")
 	}
@@ -164,6 +182,9 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
 	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	if opts.CheckAtEnd {
+		sess.CheckedAtEnd = n.checkedAtEnd
+	}
 	sess.Nglobs = uint32(len(globs))
 	for k, slot := range globs {
 		sess.Globs[k] = slot.bpf()
@@ -249,6 +270,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		Dev:           userDev(raw.Dev),
 		Ino:           raw.Ino,
 		NewEntry:      raw.Flags&(1<<1) != 0,
+		CheckAtEnd:    raw.Flags&(1<<2) != 0,
 		PathTruncated: raw.Flags&1 != 0,
 		Kind:          Kind(raw.Kind),
 		Depth:         raw.Depth,
