@@ -181,11 +181,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// layer's refusals go through it.
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
 	aud.startNote = tierNote
-	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
+	// The BPF-LSM path's check of the .git files the session creates.
+	created := startCreatedCheck(lp, opts, id, caches, aud, warn)
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink,
+		Created: created.created()}
 	early, gated := splitExecGated(opts.Layers)
 	undoLayers, err := applyLayers(ctx, early, info)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
+		created.close()
 		aud.close()
 		return 0, err
 	}
@@ -225,6 +229,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoGated(tctx)
 	undoLayers(tctx)
 	cancel()
+	// The layers have handed over every report: the check of the entries
+	// they let the session create.
+	created.close()
 	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()
