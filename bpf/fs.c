@@ -262,11 +262,7 @@ static int path_step(__u32 k, struct path_build *pb)
  */
 static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 {
-	struct fs_event *e;
-	if (err)
-		e = oxs_event_reserve(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e));
-	else
-		e = oxs_event_reserve_always(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	struct fs_event *e = oxs_event_reserve_limited(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e), err != 0);
 	if (!e)
 		return -1;
 	struct dentry *d = (struct dentry *)leaf;
