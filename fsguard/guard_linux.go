@@ -86,6 +86,9 @@ type SessionOptions struct {
 	// refused. Without it such entries are refused like every protected
 	// one.
 	CheckAtEnd bool
+	// Writable are more writable roots, made for this session alone (its
+	// private /dev/shm), whose anchors were stat'ed by the caller.
+	Writable []policy.Anchor
 }
 
 // AddSession is AddSessionWith without options: every protected entry is
@@ -138,6 +141,7 @@ func (g *Guard) AddSessionWith(cgroupID uint64, c *policy.Compiled, opts Session
 	}{
 		{readable, KindReadable, "readable root"},
 		{c.WritableRoots, KindWritable, "writable root"},
+		{opts.Writable, KindWritable, "the session's own directory"},
 		{c.ProtectedPaths, KindProtected, "protected path"},
 		{unixSockets, KindUnix, "allowed unix socket"},
 		{c.DenyRead, KindDenyRead, "denied read"},

@@ -112,7 +112,7 @@ func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Contex
 	if err != nil {
 		return nil, err
 	}
-	if err := l.guard.AddSessionWith(s.CgroupID, s.Policy, fsguard.SessionOptions{CheckAtEnd: s.Created != nil}); err != nil {
+	if err := l.guard.AddSessionWith(s.CgroupID, s.Policy, fsguard.SessionOptions{CheckAtEnd: s.Created != nil, Writable: s.Writable}); err != nil {
 		l.ev.abort(s.CgroupID)
 		return nil, err
 	}

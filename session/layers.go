@@ -65,6 +65,12 @@ type SessionInfo struct {
 	// check at the end (quarantine.StartReported). A layer given none
 	// refuses such entries like every protected one.
 	Created CreatedEntries
+	// Writable are directories made for this session alone, writable
+	// besides the policy's roots: its private /dev/shm, which exists only
+	// in the launcher's mount namespace, named through /proc/PID/root
+	// once the launcher built it (gated layers only). Landlock grants
+	// /dev/shm by path; the BPF-LSM layer needs the tmpfs's own inode.
+	Writable []policy.Anchor
 }
 
 // CreatedEntries receives the entries of SessionInfo.Created.

@@ -25,13 +25,14 @@ func TestRunNormalWorkDefaults(t *testing.T) {
 	e := newEnv(t)
 	e.git(t, "add", "file.txt")
 	e.git(t, "commit", "-qm", "base")
-	steps := normalwork.Prepare(t, e.ws, normalwork.Options{Path: os.Getenv("PATH")})
+	o := normalwork.Options{Path: os.Getenv("PATH")}
+	steps := normalwork.Prepare(t, e.ws, o)
 	r := e.run(t, []string{"OXSUPERVISE_QUARANTINE_DIR=" + filepath.Join(e.base, "quarantine")}, "run", "--", "sh", "-c", normalwork.Script(t, steps))
 	if r.code != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	normalwork.CheckOutput(t, steps, r.stdout, r.stderr)
-	normalwork.CheckAfter(t, steps, e.ws, e.home, func(args ...string) string { return e.git(t, args...) })
+	normalwork.CheckAfter(t, steps, o, e.ws, e.home, func(args ...string) string { return e.git(t, args...) })
 	if exists(filepath.Join(e.base, "quarantine")) {
 		entries, _ := filepath.Glob(filepath.Join(e.base, "quarantine", "*", "*"))
 		t.Errorf("normal work had entries quarantined: %v", entries)

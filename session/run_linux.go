@@ -199,7 +199,15 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// Gated layers are applied at the launcher's exec gate, after its
 	// mounts and before anything of the command runs.
 	undoGated := func(context.Context) {}
-	activate := func() error {
+	activate := func(launcherPID int) error {
+		info := info
+		if plan.Mounts.PrivateShm && !plan.Mounts.ShmReadOnly {
+			a, err := sessionShm(launcherPID)
+			if err != nil {
+				return &BoundaryError{Layer: LayerMountNS, Err: err}
+			}
+			info.Writable = append(info.Writable, a)
+		}
 		undo, err := applyLayers(ctx, gated, info)
 		if err != nil {
 			return err
@@ -236,6 +244,20 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	aud.sessionStop(&entry, code, err)
 	aud.close()
 	return code, err
+}
+
+// sessionShm is the anchor of the private /dev/shm the launcher (pid)
+// mounted in its namespace, where only the session sees it.
+func sessionShm(pid int) (policy.Anchor, error) {
+	p := fmt.Sprintf("/proc/%d/root/dev/shm", pid)
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return policy.Anchor{}, fmt.Errorf("the session's private /dev/shm: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return policy.Anchor{}, fmt.Errorf("the session's private /dev/shm (%s) is not a directory", p)
+	}
+	return policy.Anchor{Path: p, Exists: true, Dir: true, Dev: st.Dev, Ino: st.Ino, Source: "the session's private /dev/shm"}, nil
 }
 
 // cleanupSession kills every process left in the group (setsid and double
@@ -291,7 +313,7 @@ const (
 // namespace; activate applies the gated layers then, and the launcher
 // goes on (drops privileges, applies Landlock, execs) only once it
 // succeeded, so nothing of the command runs without them.
-func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func() error) (int, error) {
+func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec LaunchSpec, netns bool, entry *Entry, aud *auditor, activate func(launcherPID int) error) (int, error) {
 	cgFD, err := group.OpenFD()
 	if err != nil {
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
@@ -382,7 +404,7 @@ func launch(ctx context.Context, opts RunOptions, group *cgroup.Group, spec Laun
 		// EOF: the launcher failed before its mounts were done; its
 		// status says why.
 		if n, _ := gateParent.Read(msg[:]); n == 1 && msg[0] == gateMountsDone {
-			if err := activate(); err != nil {
+			if err := activate(cmd.Process.Pid); err != nil {
 				// The launcher has not exec'd: nothing of the command ran.
 				cmd.Process.Kill()
 				cmd.Wait()

@@ -58,7 +58,8 @@ func TestNormalWorkBPFLSM(t *testing.T) {
 	archive := filepath.Join(e.outside, "src.tar")
 	testutil.WriteTar(t, archive, map[string]string{"pkg/a.txt": "alpha\n", "pkg/deep/b.txt": "beta\n"})
 	mustWrite(t, filepath.Join(e.ws, "Makefile"), "out.txt: file.txt\n\tcp file.txt out.txt\n")
-	steps := normalwork.Prepare(t, e.ws, normalwork.Options{Go: filepath.Join(runtime.GOROOT(), "bin", "go"), Path: vmPath})
+	o := normalwork.Options{Go: filepath.Join(runtime.GOROOT(), "bin", "go"), Path: vmPath, SlowCPU: true}
+	steps := normalwork.Prepare(t, e.ws, o)
 	steps = append(steps,
 		normalwork.Step{Name: "tar", Script: "tar xf " + archive},
 		normalwork.Step{Name: "make", Script: "make -s out.txt"},
@@ -77,7 +78,7 @@ func TestNormalWorkBPFLSM(t *testing.T) {
 	if !strings.Contains(layers, "bpf-lsm") {
 		t.Fatalf("session layers %q: the work did not run under BPF-LSM", layers)
 	}
-	normalwork.CheckAfter(t, steps, e.ws, e.home, func(args ...string) string { return e.git(t, args...) })
+	normalwork.CheckAfter(t, steps, o, e.ws, e.home, func(args ...string) string { return e.git(t, args...) })
 	// make ran after git-commit appended to file.txt.
 	for path, want := range map[string]string{"pkg/a.txt": "alpha\n", "pkg/deep/b.txt": "beta\n", "out.txt": "tracked\nchange\n"} {
 		if got, err := os.ReadFile(filepath.Join(e.ws, path)); err != nil || string(got) != want {
