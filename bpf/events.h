@@ -84,19 +84,24 @@ const struct oxs_flood_key *unused_oxs_flood_key __attribute__((unused));
 const struct oxs_flood_bucket *unused_oxs_flood_bucket __attribute__((unused));
 
 /*
- * oxs_event_reserve returns room for one event of size bytes from a
- * session, its header filled in, or NULL when the session's bucket holds
- * it back (counted as suppressed) or the ring buffer is full (counted in
- * oxs_events_lost). Concurrent CPUs may race on tat, so the rate is
- * approximate; the counts are atomic, so they are exact. A session
- * without a bucket is neither limited nor counted.
+ * oxs_event_reserve_limited returns room for one event of size bytes from
+ * a session, its header filled in, or NULL when the session's bucket holds
+ * it back (counted as suppressed; only when limited) or the ring buffer is
+ * full (counted in oxs_events_lost). Concurrent CPUs may race on tat, so
+ * the rate is approximate; the counts are atomic, so they are exact. A
+ * session without a bucket is neither limited nor counted. Unlimited is
+ * for a record the session cannot do without (an entry it was let create
+ * on the condition that userspace hears of it), whose caller refuses when
+ * this returns NULL. One function for both, with limited a value: two
+ * inlined reservations merged into one pointer lose the verifier's track
+ * of which was checked for NULL.
  */
-static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __u64 size)
+static __always_inline void *oxs_event_reserve_limited(__u64 cgroup_id, __u32 source, __u64 size, bool limited)
 {
 	struct oxs_flood_key key = {.cgroup_id = cgroup_id, .source = source};
 	struct oxs_flood_bucket *f = bpf_map_lookup_elem(&oxs_flood, &key);
 	__u64 suppressed = 0;
-	if (f && f->interval_ns) {
+	if (f && f->interval_ns && limited) {
 		__u64 now = bpf_ktime_get_ns();
 		__u64 tat = f->tat;
 		if (tat < now)
@@ -106,8 +111,9 @@ static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __
 			return NULL;
 		}
 		f->tat = tat + f->interval_ns;
-		suppressed = f->suppressed;
 	}
+	if (f)
+		suppressed = f->suppressed;
 	struct oxs_event_header *h = bpf_ringbuf_reserve(&oxs_events, size, 0);
 	if (!h) {
 		__u32 idx = source;
@@ -121,6 +127,12 @@ static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __
 	h->cgroup_id = cgroup_id;
 	h->suppressed = suppressed;
 	return h;
+}
+
+/* oxs_event_reserve is oxs_event_reserve_limited for a refusal: limited. */
+static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __u64 size)
+{
+	return oxs_event_reserve_limited(cgroup_id, source, size, true);
 }
 
 /* oxs_event_submit hands an event from oxs_event_reserve to userspace. */

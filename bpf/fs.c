@@ -32,7 +32,10 @@
  *   lsm/path_unlink          removing a name
  *   lsm/path_rmdir           removing a directory
  *   lsm/path_mkdir           creating a directory
- *   lsm/path_mknod           creating a file or device (also open(O_CREAT))
+ *   lsm/path_mknod           creating a file or device (also open(O_CREAT));
+ *                            a regular file of a CheckedAtEnd pattern (git's
+ *                            .git files, worktree commondirs) is let through
+ *                            and reported instead (FS_EVENT_CHECK_AT_END)
  *   lsm/path_symlink         creating a symlink (no part of a pattern)
  *   lsm/path_link            a hard link: its source and its new name
  *   lsm/path_rename          both ends of a rename or exchange
@@ -103,6 +106,14 @@ struct inode___fs {
 #define CHECK_LEAF_FILE (1U << 4) /* the entry is (or becomes) a non-directory */
 #define CHECK_UNIX (1U << 5)      /* a connect or send to the AF_UNIX socket entry */
 #define CHECK_GLOB (1U << 6)      /* the entry's content is read: deny-read globs apply */
+#define CHECK_CREATE (1U << 7)    /* a new regular file: checked_at_end patterns let through, reported */
+#define CHECK_CREATED (1U << 8)   /* the open that created the file: checked_at_end patterns let through */
+
+/*
+ * f_mode of an open that created its file (include/linux/fs.h): 0x100000
+ * from 4.19 through 6.12 at least; both kernels of the VM tests prove it.
+ */
+#define FMODE_CREATED ((fmode_t)0x100000)
 
 struct walk {
 	__u64 dentry; /* current level; a kernel pointer read only through CO-RE */
@@ -244,11 +255,17 @@ static int path_step(__u32 k, struct path_build *pb)
 	return 0;
 }
 
+/*
+ * emit reports a refusal (err > 0) or, with err 0, a creation let through
+ * for the check at the session's end. It returns 0 when the record was
+ * sent, -1 when not: a creation that userspace would not hear of, or
+ * could not find by its path, must be refused.
+ */
 static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 {
-	struct fs_event *e = oxs_event_reserve(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	struct fs_event *e = oxs_event_reserve_limited(w->cgroup_id, OXS_SOURCE_FS, sizeof(*e), err != 0);
 	if (!e)
-		return 0;
+		return -1;
 	struct dentry *d = (struct dentry *)leaf;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -265,7 +282,7 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	e->kind = w->kind;
 	e->rule_id = w->rule_id;
 	e->depth = w->depth;
-	e->flags = inode ? 0 : FS_EVENT_NEW_ENTRY;
+	e->flags = (inode ? 0 : FS_EVENT_NEW_ENTRY) | (err ? 0 : FS_EVENT_CHECK_AT_END);
 	/* Ring buffer memory is not zeroed: no field may keep an old record's bytes. */
 	e->family = 0;
 	e->target_pid = 0;
@@ -277,6 +294,10 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	bpf_loop(FS_PATH_COMPONENTS, path_step, &pb, 0);
 	if (pb.n == FS_PATH_COMPONENTS)
 		e->flags |= FS_EVENT_PATH_TRUNCATED;
+	if (!err && (e->flags & FS_EVENT_PATH_TRUNCATED)) {
+		bpf_ringbuf_discard(e, 0);
+		return -1;
+	}
 	e->path_off = pb.pos;
 	oxs_event_submit(e);
 	return 0;
@@ -411,17 +432,30 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 	 */
 	bool read = flags & CHECK_READ;
 	bool restricted = sess_flags & FS_SESSION_RESTRICTED_READ;
-	bool refuse;
+	bool refuse, report = false;
 	switch (w.kind) {
 	case FS_KIND_WRITABLE:
 		refuse = false;
 		if (!read) {
-			__u64 any = 0;
-			for (int k = 0; k < FS_NFA_WORDS; k++)
+			__u64 any = 0, rest = 0;
+			for (int k = 0; k < FS_NFA_WORDS; k++) {
 				any |= w.hit[k];
+				rest |= w.hit[k] & ~sess->checked_at_end[k];
+			}
 			if (any) {
 				w.kind = FS_KIND_PATTERN;
 				refuse = true;
+				/*
+				 * Only checked_at_end file patterns hit, and a file
+				 * pattern matches the entry itself: a new file git
+				 * writes for normal work. It is let through on the
+				 * condition that userspace hears of it; the open that
+				 * created it may write it, no later one.
+				 */
+				if (!rest && (flags & (CHECK_CREATE | CHECK_CREATED))) {
+					refuse = false;
+					report = flags & CHECK_CREATE;
+				}
 			}
 		}
 		break;
@@ -444,8 +478,11 @@ static __noinline int check(__u64 dentry, __u32 op, __u32 flags)
 		w.kind = FS_KIND_DENY_GLOB;
 		w.hit[0] = w.glob_hit; /* reported in fs_event.matched */
 	}
-	if (!refuse)
+	if (!refuse) {
+		if (report && emit(&w, dentry, op, 0))
+			return -EACCES; /* userspace would not hear of it: refused, counted as lost */
 		return 0;
+	}
 	emit(&w, dentry, op, EACCES);
 	return -EACCES;
 }
@@ -505,7 +542,8 @@ int BPF_PROG(fs_file_open, struct file *file, int ret)
 	fmode_t mode = BPF_CORE_READ(file, f_mode);
 	unsigned int fflags = BPF_CORE_READ(file, f_flags);
 	if ((mode & FMODE_WRITE) || (fflags & O_TRUNC))
-		return check_file_write(file, FS_OP_OPEN_WRITE, mode & FMODE_READ ? CHECK_GLOB : 0);
+		return check_file_write(file, FS_OP_OPEN_WRITE,
+					(mode & FMODE_READ ? CHECK_GLOB : 0) | (mode & FMODE_CREATED ? CHECK_CREATED : 0));
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFCHR && harmless_device(inode))
 		return 0;
@@ -649,13 +687,19 @@ int BPF_PROG(fs_path_mkdir, const struct path *dir, struct dentry *dentry, umode
 	return check((__u64)dentry, FS_OP_MKDIR, CHECK_ENTRY | CHECK_LEAF_DIR);
 }
 
-/* Also reached by open(O_CREAT) for a new regular file. */
+/*
+ * Also reached by open(O_CREAT) for a new regular file (mode S_IFREG), and
+ * by mknod(2) of one (S_IFREG or 0): only those may be checked_at_end
+ * entries, never a FIFO, socket or device.
+ */
 SEC("lsm/path_mknod")
 int BPF_PROG(fs_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
 {
 	if (ret)
 		return ret;
-	return check((__u64)dentry, FS_OP_MKNOD, CHECK_ENTRY | CHECK_LEAF_FILE);
+	__u32 fmt = mode & S_IFMT;
+	__u32 create = fmt == S_IFREG || fmt == 0 ? CHECK_CREATE : 0;
+	return check((__u64)dentry, FS_OP_MKNOD, CHECK_ENTRY | CHECK_LEAF_FILE | create);
 }
 
 /*

@@ -77,6 +77,7 @@ enum fs_op {
 #define FS_EVENT_PATH_TRUNCATED (1U << 0) /* path lost its leading components */
 #define FS_EVENT_NEW_ENTRY (1U << 1)      /* the entry did not exist yet */
 #define FS_EVENT_ABSTRACT (1U << 2)       /* path holds an abstract socket name, raw */
+#define FS_EVENT_CHECK_AT_END (1U << 3)   /* not a refusal: a creation let through, checked at the session's end */
 
 /*
  * Deny-read name globs: a name is matched against at most FS_GLOBS globs
@@ -107,6 +108,13 @@ struct fs_session {
 	__u64 wildcard[FS_NFA_WORDS];  /* "*" components */
 	__u64 dir_only[FS_NFA_WORDS];  /* start bits of dir-only patterns */
 	__u64 file_only[FS_NFA_WORDS]; /* start bits of file-only patterns */
+	/*
+	 * Final bits of the file patterns a session may create an entry of,
+	 * reported (FS_EVENT_CHECK_AT_END) for the check at its end: git's
+	 * .git files and worktree commondirs. Zero for a session whose
+	 * supervisor makes no such check.
+	 */
+	__u64 checked_at_end[FS_NFA_WORDS];
 	/*
 	 * Always 0. The NFA state starts from it instead of a literal 0: the
 	 * 6.1 verifier simulates a bpf_loop callback once, starting from the

@@ -40,6 +40,15 @@
 // every network mode (bpf/unix.c, KindUnixPeer; the path is "@" and the
 // name).
 //
+// One kind of protected entry may be created: a file of a CheckedAtEnd
+// pattern (git's .git files, a new worktree's commondir), for a session
+// added with SessionOptions.CheckAtEnd. Its creation (path_mknod of a
+// regular file) is reported as an Event with CheckAtEnd set, the open
+// that created it may write it, and no later open may; a creation the
+// programs cannot report (ring buffer full, path too long to rebuild) is
+// refused. The caller checks each at the session's end (package
+// quarantine).
+//
 // Every refusal returns EACCES (EPERM for self-protection and abstract
 // sockets, as Landlock's scoping does) and is one
 // record in the ring buffer all programs share (package audit/bpfring,

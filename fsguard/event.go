@@ -107,6 +107,10 @@ type Event struct {
 	// inode (0 when the entry did not exist yet: NewEntry).
 	Dev, Ino uint64
 	NewEntry bool
+	// CheckAtEnd marks a record that is no refusal: the session created
+	// an entry of a CheckedAtEnd pattern (AddSessionOptions.CheckAtEnd),
+	// which the supervisor checks when the session ends. Errno is 0.
+	CheckAtEnd bool
 	// Path is rebuilt from dentry names: absolute in the supervisor's
 	// mount namespace when a mount of the filesystem shows the entry,
 	// otherwise relative to the filesystem's root ("fsroot:" prefix);

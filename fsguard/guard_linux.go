@@ -92,12 +92,33 @@ type PrivateMount struct {
 	Root *os.File
 }
 
-// AddSession starts enforcing c for every task in cgroup cgroupID, and
-// lets it write below each of private. It writes the session entry last,
-// so the programs never see a session with half its rules; on error
-// nothing of the session remains. A policy without filesystem rules
-// (full-access, external-sandbox) adds nothing.
-func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled, private ...PrivateMount) error {
+// SessionOptions are what AddSessionWith knows of a session beyond its
+// policy.
+type SessionOptions struct {
+	// CheckAtEnd lets the session create entries of CheckedAtEnd patterns
+	// (a worktree's .git file), each reported in an Event with CheckAtEnd
+	// set: the caller promises to check every one when the session ends
+	// (package quarantine). A creation the programs cannot report is
+	// refused. Without it such entries are refused like every protected
+	// one.
+	CheckAtEnd bool
+	// Private are filesystems mounted only in the session's own mount
+	// namespace that it may write (its private /dev/shm).
+	Private []PrivateMount
+}
+
+// AddSession is AddSessionWith without options: every protected entry is
+// refused, CheckedAtEnd ones included.
+func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error {
+	return g.AddSessionWith(cgroupID, c, SessionOptions{})
+}
+
+// AddSessionWith starts enforcing c for every task in cgroup cgroupID,
+// and lets it write below each of opts.Private. It writes the session
+// entry last, so the programs never see a session
+// with half its rules; on error nothing of the session remains. A policy
+// without filesystem rules (full-access, external-sandbox) adds nothing.
+func (g *Guard) AddSessionWith(cgroupID uint64, c *policy.Compiled, opts SessionOptions) error {
 	if c == nil {
 		return errors.New("add filesystem session: nil policy")
 	}
@@ -157,11 +178,11 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled, private ...Priva
 		rules[key] = loader.FSRule{Kind: uint32(a.kind), Id: uint32(len(s.rules))}
 		s.rules = append(s.rules, fmt.Sprintf("%s %s (%s)", a.what, a.Path, sourceOr(a.Source)))
 	}
-	privateIDs, err := g.privateIdentities(private)
+	privateIDs, err := g.privateIdentities(opts.Private)
 	if err != nil {
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
-	for i, m := range private {
+	for i, m := range opts.Private {
 		key := loader.FSAnchorKey{CgroupId: cgroupID, Ino: privateIDs[i].Ino, Dev: privateIDs[i].Dev}
 		if _, ok := rules[key]; ok {
 			return fmt.Errorf("add filesystem session for cgroup %d: the session's own %s is also an anchor of its policy: it is not private", cgroupID, m.Path)
@@ -193,6 +214,9 @@ func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled, private ...Priva
 		return fmt.Errorf("add filesystem session for cgroup %d: %w", cgroupID, err)
 	}
 	sess := loader.FSSession{Start: n.start, Final: n.final, Wildcard: n.wildcard, DirOnly: n.dirOnly, FileOnly: n.fileOnly}
+	if opts.CheckAtEnd {
+		sess.CheckedAtEnd = n.checkedAtEnd
+	}
 	sess.Nglobs = uint32(len(globs))
 	for k, slot := range globs {
 		sess.Globs[k] = slot.bpf()
@@ -294,6 +318,10 @@ func (g *Guard) Decode(sample []byte) (Event, error) {
 // abstract socket's name (bpf/unix.c), not dentry names.
 const eventAbstract = 1 << 2
 
+// eventCheckAtEnd is bpf/fs.h's FS_EVENT_CHECK_AT_END: not a refusal but a
+// creation let through for the check at the session's end.
+const eventCheckAtEnd = 1 << 3
+
 func (g *Guard) decode(raw *loader.FSEvent) Event {
 	e := Event{
 		CgroupID:      raw.Hdr.CgroupId,
@@ -306,6 +334,7 @@ func (g *Guard) decode(raw *loader.FSEvent) Event {
 		Dev:           userDev(raw.Dev),
 		Ino:           raw.Ino,
 		NewEntry:      raw.Flags&(1<<1) != 0,
+		CheckAtEnd:    raw.Flags&eventCheckAtEnd != 0,
 		PathTruncated: raw.Flags&1 != 0,
 		Kind:          Kind(raw.Kind),
 		Depth:         raw.Depth,

@@ -19,11 +19,19 @@ type PrivateMount struct {
 	Root *os.File
 }
 
+// SessionOptions are what AddSessionWith knows of a session beyond its
+// policy (see the Linux build).
+type SessionOptions struct {
+	CheckAtEnd bool
+	Private    []PrivateMount
+}
+
 // Guard is unavailable on this OS: nothing can load it.
 type Guard struct{}
 
 func (g *Guard) Hooks() []string { return nil }
-func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled, private ...PrivateMount) error {
+func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error { return errUnsupported }
+func (g *Guard) AddSessionWith(cgroupID uint64, c *policy.Compiled, opts SessionOptions) error {
 	return errUnsupported
 }
 func (g *Guard) RemoveSession(cgroupID uint64) error { return errUnsupported }

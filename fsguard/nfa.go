@@ -51,7 +51,10 @@ func (b bitset) empty() bool { return b == bitset{} }
 // lowest: the BPF walk reads names from the entry upwards.
 type nfa struct {
 	start, final, wildcard, dirOnly, fileOnly bitset
-	names                                     map[string]bitset
+	// checkedAtEnd are the final bits of policy.ProtectedPattern.CheckedAtEnd
+	// patterns (fs_session.checked_at_end).
+	checkedAtEnd bitset
+	names        map[string]bitset
 	// patternOfBit maps every bit to the index of its pattern.
 	patternOfBit []int
 }
@@ -88,6 +91,14 @@ func compilePatterns(patterns []policy.ProtectedPattern) (*nfa, error) {
 		}
 		n.start.set(base)
 		n.final.set(base + len(p.Components) - 1)
+		if p.CheckedAtEnd {
+			// The programs let such a creation through knowing a file
+			// pattern starts at the entry itself, never at an ancestor.
+			if p.Type != policy.EntryFile {
+				return nil, fmt.Errorf("protected pattern %q (%s): checked at the session's end but not a file pattern", strings.Join(p.Components, "/"), p.Source)
+			}
+			n.checkedAtEnd.set(base + len(p.Components) - 1)
+		}
 		switch p.Type {
 		case policy.EntryDir:
 			n.dirOnly.set(base)

@@ -74,16 +74,17 @@ type fsFsRule struct {
 }
 
 type fsFsSession struct {
-	_        structs.HostLayout
-	Start    [4]uint64
-	Final    [4]uint64
-	Wildcard [4]uint64
-	DirOnly  [4]uint64
-	FileOnly [4]uint64
-	Zero     uint64
-	Flags    uint32
-	Nglobs   uint32
-	Globs    [8]fsFsGlob
+	_            structs.HostLayout
+	Start        [4]uint64
+	Final        [4]uint64
+	Wildcard     [4]uint64
+	DirOnly      [4]uint64
+	FileOnly     [4]uint64
+	CheckedAtEnd [4]uint64
+	Zero         uint64
+	Flags        uint32
+	Nglobs       uint32
+	Globs        [8]fsFsGlob
 }
 
 type fsOxsEventHeader struct {

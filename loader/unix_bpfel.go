@@ -14,16 +14,17 @@ import (
 )
 
 type unixFsSession struct {
-	_        structs.HostLayout
-	Start    [4]uint64
-	Final    [4]uint64
-	Wildcard [4]uint64
-	DirOnly  [4]uint64
-	FileOnly [4]uint64
-	Zero     uint64
-	Flags    uint32
-	Nglobs   uint32
-	Globs    [8]struct {
+	_            structs.HostLayout
+	Start        [4]uint64
+	Final        [4]uint64
+	Wildcard     [4]uint64
+	DirOnly      [4]uint64
+	FileOnly     [4]uint64
+	CheckedAtEnd [4]uint64
+	Zero         uint64
+	Flags        uint32
+	Nglobs       uint32
+	Globs        [8]struct {
 		_         structs.HostLayout
 		Prefix    [32]int8
 		Suffix    [32]int8

@@ -158,6 +158,14 @@ type ProtectedPattern struct {
 	// Reason says what writing the entry would let a session do outside
 	// its boundary (`policy show` prints it).
 	Reason string `json:"reason,omitempty"`
+	// CheckedAtEnd marks a file git writes for normal work (the .git file
+	// of `git worktree add` and submodules, a new worktree's commondir):
+	// a session may create one, and when it ends package quarantine checks
+	// each it created and moves it out if it points git at a directory of
+	// the session's choosing. One that exists stays read-only. Only
+	// EntryFile patterns carry it: the BPF-LSM programs rely on a file
+	// pattern matching the entry itself, never an ancestor.
+	CheckedAtEnd bool `json:"checked_at_end,omitempty"`
 }
 
 // NameGlob denies entries whose final component matches Include (a glob)

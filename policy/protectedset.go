@@ -135,7 +135,9 @@ func defaultProtectedPatterns(protectGit string) []ProtectedPattern {
 	} else {
 		// A .git *file* points git at another directory (gitdir:); it must
 		// not be rewritten, while a .git directory may be created (git init).
-		out = append(out, ProtectedPattern{Components: []string{".git"}, Type: EntryFile, Source: "default",
+		// git worktree add and submodules create one: allowed, and checked
+		// when the session ends (CheckedAtEnd).
+		out = append(out, ProtectedPattern{Components: []string{".git"}, Type: EntryFile, Source: "default", CheckedAtEnd: true,
 			Reason: "a .git file's gitdir: points git at another directory's config and hooks"})
 		// Submodule names may contain one slash level; nesting is covered two
 		// deep. Deeper layouts are still caught by the bind-time scan
@@ -149,7 +151,16 @@ func defaultProtectedPatterns(protectGit string) []ProtectedPattern {
 		}
 		for _, p := range prefixes {
 			for _, v := range gitVectors {
-				out = append(out, ProtectedPattern{Components: append(slices.Clone(p), v.name), Type: EntryAny, Source: "default", Reason: v.reason})
+				c := append(slices.Clone(p), v.name)
+				if slices.Equal(c, []string{".git", "worktrees", "*", "commondir"}) {
+					// git worktree add writes it: a file may be created
+					// and is checked at the session's end; a directory of
+					// that name is never git's.
+					out = append(out, ProtectedPattern{Components: c, Type: EntryFile, Source: "default", CheckedAtEnd: true, Reason: v.reason},
+						ProtectedPattern{Components: slices.Clone(c), Type: EntryDir, Source: "default", Reason: v.reason})
+					continue
+				}
+				out = append(out, ProtectedPattern{Components: c, Type: EntryAny, Source: "default", Reason: v.reason})
 			}
 		}
 	}

@@ -161,10 +161,15 @@ func (t *tightener) filesystem() {
 	}
 	out.ProtectedPatterns = slices.Clone(r.ProtectedPatterns)
 	for _, pp := range p.ProtectedPatterns {
-		if !slices.ContainsFunc(out.ProtectedPatterns, func(q ProtectedPattern) bool {
+		i := slices.IndexFunc(out.ProtectedPatterns, func(q ProtectedPattern) bool {
 			return slices.Equal(q.Components, pp.Components) && q.Type == pp.Type
-		}) {
+		})
+		switch {
+		case i < 0:
 			out.ProtectedPatterns = append(out.ProtectedPatterns, pp)
+		case !pp.CheckedAtEnd:
+			// A creation the parent refuses stays refused in the child.
+			out.ProtectedPatterns[i].CheckedAtEnd = false
 		}
 	}
 	out.ProtectedPaths = unionAnchors(r.ProtectedPaths, p.ProtectedPaths)

@@ -358,3 +358,61 @@ func TestTightenLoadedPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestTightenCheckedAtEnd: a child may create a CheckedAtEnd entry (a
+// worktree's .git file) only where its parent may too.
+func TestTightenCheckedAtEnd(t *testing.T) {
+	gitFile := ProtectedPattern{Components: []string{".git"}, Type: EntryFile, CheckedAtEnd: true}
+	for _, tc := range []struct {
+		name          string
+		parent, child bool
+		want          bool
+	}{
+		{"both allow", true, true, true},
+		{"parent refuses", false, true, false},
+		{"child refuses", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent, req := tightenParent(), tightenParent()
+			p, c := gitFile, gitFile
+			p.CheckedAtEnd, c.CheckedAtEnd = tc.parent, tc.child
+			parent.ProtectedPatterns = append(parent.ProtectedPatterns, p)
+			req.ProtectedPatterns = append(req.ProtectedPatterns, c)
+			out, err := Tighten(parent, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []bool
+			for _, q := range out.ProtectedPatterns {
+				if len(q.Components) == 1 && q.Components[0] == ".git" {
+					got = append(got, q.CheckedAtEnd)
+				}
+			}
+			if len(got) != 1 || got[0] != tc.want {
+				t.Errorf(".git patterns' CheckedAtEnd = %v, want [%v]", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultCheckedAtEnd: only git's .git file and a worktree's commondir
+// may be created and checked at the session's end, both file patterns.
+func TestDefaultCheckedAtEnd(t *testing.T) {
+	var got []string
+	for _, p := range defaultProtectedPatterns("escalation") {
+		if p.CheckedAtEnd {
+			if p.Type != EntryFile {
+				t.Errorf("%v: CheckedAtEnd on a %s pattern", p.Components, p.Type)
+			}
+			got = append(got, strings.Join(p.Components, "/"))
+		}
+	}
+	if want := []string{".git", ".git/worktrees/*/commondir"}; !slices.Equal(got, want) {
+		t.Errorf("CheckedAtEnd patterns %q, want %q", got, want)
+	}
+	for _, p := range defaultProtectedPatterns("all") {
+		if p.CheckedAtEnd {
+			t.Errorf("protect_git = all: %v is CheckedAtEnd", p.Components)
+		}
+	}
+}

@@ -17,11 +17,20 @@
 // session process is gone by then), re-checked what it deferred and, when
 // the kernel reported a queue overflow or a root could not be watched,
 // walked the roots; no protected entry the session created is left where
-// it takes effect. Two entries are deferred to that check rather than
-// moved at once, because git writes them for normal work (`git worktree
-// add`, submodules): a `.git` file, kept when its `gitdir:` names a
-// directory below a `.git` that existed before the session, and a
-// worktree's `commondir`, kept when it names its own `.git`.
+// it takes effect. The entries of policy.ProtectedPattern.CheckedAtEnd
+// patterns are deferred to that check rather than moved at once, because
+// git writes them for normal work (`git worktree add`, submodules): a
+// `.git` file, kept when its `gitdir:` names a directory below worktrees/
+// or modules/ of a `.git` that existed before the session and whose config
+// the session could not write, and a worktree's `commondir`, kept when it
+// names its own `.git`. The check reads each below its root without
+// following a symlink, and only a regular file passes.
+//
+// The BPF-LSM path uses the same check (StartReported): there the kernel
+// refuses every protected name but those, lets the session create them
+// and reports each; nothing watches the roots, and Close walks them only
+// when a report went missing or an entry reported is no longer where it
+// was made (the directory above it was renamed).
 //
 // Attribution: an event's pid is in the session when its cgroup is the
 // session's. A pid that has exited before the event is read (a `mkdir`

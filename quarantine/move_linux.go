@@ -127,29 +127,73 @@ func copyTree(src, dst string) error {
 	return nil // fifos, sockets: nothing to keep
 }
 
-// deferred reports whether a protected entry is one git writes for normal
-// work, checked at Close instead of moved at once: a `.git` file (git
-// worktree add, submodules) and a worktree's commondir.
-func deferred(p string, isDir bool) bool {
-	base := filepath.Base(p)
-	if base == ".git" && !isDir {
-		return true
+var (
+	// errNotThere: no entry at the path, or one only a symlink on the way
+	// leads to.
+	errNotThere = errors.New("not there")
+	// errNotRegular: the entry is no regular file (a FIFO would block the
+	// read, a symlink would read something else).
+	errNotRegular = errors.New("not a regular file")
+)
+
+// maxGitFile bounds what is read of a .git file or commondir: git itself
+// reads only the first line.
+const maxGitFile = 4096
+
+// readDeferred reads the first bytes of the CheckedAtEnd entry at p,
+// opened below its root without following a symlink anywhere on the way,
+// so the check reads the entry the session made there and nothing it
+// planted to be read instead.
+func (w *Watch) readDeferred(p string) ([]byte, error) {
+	r, _, ok := w.rootOf(p)
+	if !ok {
+		return nil, errNotThere
 	}
-	parts := strings.Split(p, "/")
-	n := len(parts)
-	return base == "commondir" && !isDir && n >= 4 && parts[n-3] == "worktrees" && parts[n-4] == ".git"
+	fd, err := unix.Openat2(r.fd, strings.TrimPrefix(p, r.path+"/"), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case err == unix.ENOENT || err == unix.ENOTDIR || err == unix.EXDEV:
+		return nil, errNotThere
+	case err == unix.ELOOP:
+		// A symlink: at the entry itself (not a file), or on the way.
+		var st unix.Stat_t
+		if unix.Fstatat(r.fd, strings.TrimPrefix(p, r.path+"/"), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil, errNotRegular
+		}
+		return nil, errNotThere
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	b := make([]byte, maxGitFile)
+	n, err := io.ReadFull(f, b)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	return b[:n], err
 }
 
-// suspicious reports whether a deferred entry points git somewhere of the
-// session's choosing, and why: a `.git` file whose gitdir: is not below
-// worktrees/ or modules/ of a `.git` directory that existed before the
-// session, or a commondir that does not name its own `.git`.
-func suspicious(c *policy.Compiled, p string, isDir bool) (string, bool) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", false
+// suspicious reports whether a CheckedAtEnd entry at p (its first bytes
+// are content, or readErr says why there are none) points git somewhere
+// of the session's choosing, and why: a `.git` file whose gitdir: is not
+// a directory below worktrees/ or modules/ of a `.git` directory that
+// existed before the session, or one where the session could have
+// written git's config, or a commondir that does not name its own `.git`.
+func suspicious(c *policy.Compiled, p string, content []byte, readErr error) (string, bool) {
+	if readErr != nil {
+		return fmt.Sprintf("unreadable (%v)", readErr), true
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
+	line, _, _ := strings.Cut(string(content), "\n")
 	line = strings.TrimSpace(line)
 	if filepath.Base(p) == "commondir" {
 		own := filepath.Dir(filepath.Dir(filepath.Dir(p)))
@@ -163,6 +207,20 @@ func suspicious(c *policy.Compiled, p string, isDir bool) (string, bool) {
 		return "a .git file without a gitdir: line", true
 	}
 	dir := resolved(filepath.Dir(p), strings.TrimSpace(target))
+	if !belowExistingRepository(c, dir) {
+		return fmt.Sprintf("a .git file whose gitdir: %s is not below an existing repository's worktrees/ or modules/", dir), true
+	}
+	if rel, ok := belowRoot(c, dir); ok && c.ProtectedMatch(append(rel, "config"), false) == nil {
+		// Deeper than the protected patterns reach (modules of modules
+		// of modules): the session could have written its config.
+		return fmt.Sprintf("a .git file whose gitdir: %s is a directory whose config no protected pattern covers", dir), true
+	}
+	return "", false
+}
+
+// belowExistingRepository reports whether dir lies below worktrees/ or
+// modules/ of a .git directory the policy found when the session started.
+func belowExistingRepository(c *policy.Compiled, dir string) bool {
 	for _, a := range c.ProtectedPaths {
 		i := strings.Index(a.Path, "/.git/")
 		if i < 0 {
@@ -171,11 +229,25 @@ func suspicious(c *policy.Compiled, p string, isDir bool) (string, bool) {
 		gitDir := a.Path[:i+len("/.git")]
 		for _, sub := range []string{"/worktrees/", "/modules/"} {
 			if strings.HasPrefix(dir, gitDir+sub) {
-				return "", false
+				return true
 			}
 		}
 	}
-	return fmt.Sprintf("a .git file whose gitdir: %s is not below an existing repository's worktrees/ or modules/", dir), true
+	return false
+}
+
+// belowRoot returns dir's components below the writable root it lies in.
+func belowRoot(c *policy.Compiled, dir string) ([]string, bool) {
+	best := ""
+	for _, a := range c.WritableRoots {
+		if a.Dir && strings.HasPrefix(dir, a.Path+"/") && len(a.Path) > len(best) {
+			best = a.Path
+		}
+	}
+	if best == "" {
+		return nil, false
+	}
+	return strings.Split(strings.TrimPrefix(dir, best+"/"), "/"), true
 }
 
 func resolved(base, p string) string {

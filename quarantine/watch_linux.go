@@ -4,10 +4,12 @@ package quarantine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,11 +49,30 @@ type Watch struct {
 	moved       []Moved
 	deferredSet map[string]bool
 	walkAll     bool // an overflow or a root without a mark: walk at Close
+	// reported: the entries come from a kernel layer (Created) instead of
+	// fanotify, and it refused every protected name but CheckedAtEnd ones.
+	reported bool
 }
 
 type root struct {
 	path string
 	fd   int // O_PATH, the base of every move below it
+}
+
+// openRoots opens every writable root directory: the base of moves.
+func (w *Watch) openRoots() error {
+	for _, a := range w.c.WritableRoots {
+		if !a.Exists || !a.Dir || w.ignored(a.Path) {
+			continue // a writable file (an agent's state) holds no names
+		}
+		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			w.closeFDs()
+			return fmt.Errorf("quarantine: open writable root %s: %w", a.Path, err)
+		}
+		w.roots = append(w.roots, root{path: a.Path, fd: fd})
+	}
+	return nil
 }
 
 // Start watches the writable roots of opts.Policy. It never fails a
@@ -66,16 +87,8 @@ func Start(opts Options) (*Watch, error) {
 	if w.opts.Warn == nil {
 		w.opts.Warn = io.Discard
 	}
-	for _, a := range w.c.WritableRoots {
-		if !a.Exists || !a.Dir || w.ignored(a.Path) {
-			continue // a writable file (an agent's state) holds no names
-		}
-		fd, err := unix.Open(a.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			w.closeFDs()
-			return nil, fmt.Errorf("quarantine: open writable root %s: %w", a.Path, err)
-		}
-		w.roots = append(w.roots, root{path: a.Path, fd: fd})
+	if err := w.openRoots(); err != nil {
+		return nil, err
 	}
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
 	if err != nil {
@@ -104,6 +117,44 @@ func Start(opts Options) (*Watch, error) {
 	w.done = make(chan struct{})
 	go w.loop()
 	return w, nil
+}
+
+// StartReported is Start for a session whose kernel layer (BPF-LSM)
+// refuses every protected name but the CheckedAtEnd ones (git's .git
+// files and worktree commondirs), lets the session create those and
+// reports each: Created hears of them, and Close checks them. Nothing
+// watches or walks the roots unless a report went missing (Incomplete)
+// or an entry reported is no longer where it was made (a directory above
+// it was renamed): then Close walks the roots for new CheckedAtEnd
+// entries, as the Landlock path's Close does after a queue overflow.
+func StartReported(opts Options) (*Watch, error) {
+	w := &Watch{opts: opts, c: opts.Policy, dir: opts.Dir, start: time.Now(), fan: -1, wake: -1,
+		byFSID: map[[2]int32]int{}, deferredSet: map[string]bool{}, reported: true}
+	if w.dir == "" {
+		w.dir = DefaultDir
+	}
+	if w.opts.Warn == nil {
+		w.opts.Warn = io.Discard
+	}
+	if err := w.openRoots(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Created records an entry of a CheckedAtEnd pattern the session made, as
+// its kernel layer reported it, for Close to check.
+func (w *Watch) Created(path string) {
+	w.mu.Lock()
+	w.deferredSet[path] = true
+	w.mu.Unlock()
+}
+
+// Incomplete says that reports of entries the session created may be
+// missing (why says how): Close walks the roots instead of trusting them.
+func (w *Watch) Incomplete(why string) {
+	fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: %s: the writable roots are walked for new .git files when the session ends\n", why)
+	w.setWalkAll()
 }
 
 // markPoints are the roots and every mount below one: each filesystem a
@@ -297,7 +348,7 @@ func (w *Watch) created(path string, pid int, movedDir bool) {
 // decide moves target now, or defers it to Close when git writes such
 // entries for normal work.
 func (w *Watch) decide(r root, target string, isDir bool, pid int, p policy.ProtectedPattern) {
-	if deferred(target, isDir) {
+	if p.CheckedAtEnd && !isDir {
 		w.mu.Lock()
 		w.deferredSet[target] = true
 		w.mu.Unlock()
@@ -350,13 +401,21 @@ func (w *Watch) walk(r root, dir string, limit, pid int, finalCheck bool) bool {
 		if pat == nil {
 			return nil
 		}
+		if w.reported && !pat.CheckedAtEnd {
+			// The kernel refused every other protected creation: this
+			// one is the user's, and nothing below it is the session's.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if w.preexisting(p) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if finalCheck && deferred(p, d.IsDir()) {
+		if finalCheck && pat.CheckedAtEnd && !d.IsDir() {
 			w.mu.Lock()
 			w.deferredSet[p] = true
 			w.mu.Unlock()
@@ -399,46 +458,61 @@ func (w *Watch) Close() []Moved {
 		unix.Write(w.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 		<-w.done
 	}
+	deferredPaths := w.deferredPaths()
 	w.mu.Lock()
 	walkAll := w.walkAll
-	deferredPaths := make([]string, 0, len(w.deferredSet))
-	for p := range w.deferredSet {
-		deferredPaths = append(deferredPaths, p)
-	}
 	w.mu.Unlock()
+	if w.reported && !walkAll {
+		for _, p := range deferredPaths {
+			if _, err := w.readDeferred(p); errors.Is(err, errNotThere) {
+				// Its directory was renamed since (the entry itself
+				// cannot be): the report no longer finds it.
+				fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: %s, created during the session, is gone from there: the writable roots are walked for new .git files\n", p)
+				walkAll = true
+				break
+			}
+		}
+	}
 	if walkAll {
 		for _, r := range w.roots {
 			if !w.walk(r, r.path, maxFinalWalk, 0, true) {
 				fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: stopped the final check of %s for protected names after %d entries\n", r.path, maxFinalWalk)
 			}
 		}
-		w.mu.Lock()
-		deferredPaths = deferredPaths[:0]
-		for p := range w.deferredSet {
-			deferredPaths = append(deferredPaths, p)
-		}
-		w.mu.Unlock()
+		deferredPaths = w.deferredPaths()
 	}
 	for _, p := range deferredPaths {
 		r, rel, ok := w.rootOf(p)
 		if !ok {
 			continue
 		}
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
+		content, err := w.readDeferred(p)
+		if errors.Is(err, errNotThere) {
+			continue // moved with its directory: the walk found it there
+		}
+		why, bad := suspicious(w.c, p, content, err)
+		if !bad {
 			continue
 		}
-		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if why, bad := suspicious(w.c, p, isDir); bad {
-			if pat := w.c.ProtectedMatch(rel, isDir); pat != nil {
-				w.move(r, p, 0, *pat, why)
-			}
+		if pat := w.c.ProtectedMatch(rel, false); pat != nil {
+			w.move(r, p, 0, *pat, why)
 		}
 	}
 	w.closeFDs()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]Moved(nil), w.moved...)
+}
+
+func (w *Watch) deferredPaths() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.deferredSet))
+	for p := range w.deferredSet {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (w *Watch) closeFDs() {

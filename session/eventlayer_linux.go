@@ -30,7 +30,8 @@ type kernelEvents struct {
 	unsubscribe func()
 	warn        io.Writer
 	flood       audit.FloodOptions
-	// record builds the audit record of one raw event.
+	// record builds the audit record of one raw event; nil (and no
+	// error) for an event that is no refusal.
 	record func(s *eventSession, h bpfring.Header, raw []byte) (*audit.Record, error)
 	// forget drops a session's rules from the programs.
 	forget func(cgroupID uint64) error
@@ -58,6 +59,8 @@ type eventSession struct {
 	// suppressed is the programs' flood-control count already written
 	// as suppressed records (bpfring.Header.Suppressed only grows).
 	suppressed uint64
+	// created is SessionInfo.Created.
+	created CreatedEntries
 }
 
 // flushPoll is how often userspace flood control writes its summaries.
@@ -97,7 +100,7 @@ func newKernelEvents(k *kernelEvents, ring *bpfring.Ring, warn io.Writer) error 
 // programs judge it: the first refusal may come before the rules are all
 // written.
 func (k *kernelEvents) open(s SessionInfo) (*eventSession, error) {
-	es := &eventSession{sessionAudit: openSessionAudit(s, k.flood, k.warn, k.what)}
+	es := &eventSession{sessionAudit: openSessionAudit(s, k.flood, k.warn, k.what), created: s.Created}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -162,6 +165,9 @@ func (k *kernelEvents) Record(h bpfring.Header, raw []byte) {
 		return
 	}
 	es.read++
+	// Also without an audit log: a record may be a report the session's
+	// end depends on (SessionInfo.Created) rather than a refusal.
+	r, err := k.record(es, h, raw)
 	if es.w == nil {
 		return
 	}
@@ -169,7 +175,9 @@ func (k *kernelEvents) Record(h bpfring.Header, raw []byte) {
 		es.suppressed = h.Suppressed
 		writeRecord(es.w, k.suppressedRecord(es.id, delta), k.warn)
 	}
-	r, err := k.record(es, h, raw)
+	if r == nil && err == nil {
+		return // nothing to log
+	}
 	if err != nil {
 		fmt.Fprintf(k.warn, "oxsupervise: warning: %s refusal of session %s: %v\n", k.what, es.id, err)
 		r = k.lostRecord(1, "the kernel's record could not be decoded")
@@ -261,6 +269,9 @@ func (k *kernelEvents) settle(es *eventSession, cgroupID uint64) {
 	counts, err := k.ring.Counts(cgroupID, k.src)
 	if err != nil {
 		fmt.Fprintf(k.warn, "oxsupervise: warning: %v\n", err)
+		if es.created != nil {
+			es.created.Incomplete(fmt.Sprintf("the %s events of session %s cannot be counted (%v)", k.what, es.id, err))
+		}
 	}
 	deadline := time.Now().Add(settleMax)
 	for {
@@ -282,6 +293,9 @@ func (k *kernelEvents) settle(es *eventSession, cgroupID uint64) {
 	es.suppressed = max(es.suppressed, counts.Suppressed)
 	unread := counts.Sent - min(counts.Sent, es.read)
 	es.emu.Unlock()
+	if unread > 0 && es.created != nil {
+		es.created.Incomplete(fmt.Sprintf("%d %s events of session %s not read before it ended", unread, k.what, es.id))
+	}
 	if es.w == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -72,7 +73,15 @@ func NewFSLayer(cfg FSConfig) (*FSLayer, error) {
 	l.ev.record = func(es *eventSession, _ bpfring.Header, raw []byte) (*audit.Record, error) {
 		ev, err := g.Decode(raw)
 		if err != nil {
+			if es.created != nil {
+				// It may have been a creation the end's check needs.
+				es.created.Incomplete(fmt.Sprintf("a filesystem event of session %s could not be decoded", es.id))
+			}
 			return nil, err
+		}
+		if ev.CheckAtEnd {
+			reportCreated(es, ev, l.ev.warn)
+			return nil, nil
 		}
 		return fsRecord(ev, es.id, es.mode, time.Now()), nil
 	}
@@ -107,7 +116,7 @@ func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Contex
 	if s.PrivateShm != nil {
 		private = append(private, fsguard.PrivateMount{Path: "/dev/shm", Root: s.PrivateShm})
 	}
-	if err := l.guard.AddSession(s.CgroupID, s.Policy, private...); err != nil {
+	if err := l.guard.AddSessionWith(s.CgroupID, s.Policy, fsguard.SessionOptions{CheckAtEnd: s.Created != nil, Private: private}); err != nil {
 		l.ev.abort(s.CgroupID)
 		return nil, err
 	}
@@ -120,6 +129,20 @@ func (l *FSLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Contex
 // callers kill the sessions first.
 func (l *FSLayer) Close() error {
 	return l.ev.closeAll(l.guard.Close)
+}
+
+// reportCreated hands an entry the programs let the session create to the
+// session's check at its end, by a path that check can open.
+func reportCreated(es *eventSession, ev fsguard.Event, warn io.Writer) {
+	switch {
+	case es.created == nil:
+		// The programs report these only for sessions that asked.
+		fmt.Fprintf(warn, "oxsupervise: warning: session %s created %s, which nothing checks\n", es.id, ev.Path)
+	case ev.PathTruncated || !filepath.IsAbs(ev.Path):
+		es.created.Incomplete(fmt.Sprintf("session %s created an entry no mount shows (%s)", es.id, ev.Path))
+	default:
+		es.created.Created(ev.Path)
+	}
 }
 
 // fsActions maps fsguard's operations onto the schema's event.action

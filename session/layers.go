@@ -65,6 +65,20 @@ type SessionInfo struct {
 	// the session's mount namespace, which no path of the policy names.
 	// The BPF-LSM layer lets the session write below its root.
 	PrivateShm *os.File
+	// Created, when set, hears of every protected entry a layer let the
+	// session create on the condition that it is checked when the session
+	// ends (policy.ProtectedPattern.CheckedAtEnd: git's .git files): Run's
+	// check at the end (quarantine.StartReported). A layer given none
+	// refuses such entries like every protected one.
+	Created CreatedEntries
+}
+
+// CreatedEntries receives the entries of SessionInfo.Created.
+type CreatedEntries interface {
+	// Created reports one entry, by its path in the supervisor's view.
+	Created(path string)
+	// Incomplete says some reports may be missing, and why.
+	Incomplete(why string)
 }
 
 // SessionLayer is an enforcement layer applied to the session from the

@@ -25,6 +25,7 @@ import (
 	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
+	"github.com/openoxide/oxsupervise/quarantine"
 )
 
 // A nested session is a session inside another one (DESIGN §8, two tiers;
@@ -61,7 +62,10 @@ type NestedOptions struct {
 	Tier string
 	// Cgroup is the session layout the parent was created in.
 	Cgroup cgroup.Config
-	Warn   io.Writer
+	// QuarantineDir receives the .git files the child creates that point
+	// git elsewhere (BPF-LSM path); "" is quarantine.DefaultDir.
+	QuarantineDir string
+	Warn          io.Writer
 }
 
 // Nested is a nested session the supervisor built (StartNested): its
@@ -79,6 +83,9 @@ type Nested struct {
 	aud        *auditor
 	undo       func(context.Context)
 	entry      Entry
+	// created is the BPF-LSM path's check of the .git files the child
+	// creates, as Run's (startCreatedCheck); nil without one.
+	created *quarantine.Watch
 
 	mu      sync.Mutex
 	denials []audit.Record
@@ -147,9 +154,20 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		// /dev/shm included.
 		n.info.PrivateShm = p.PrivateShm
 	}
+	if opts.Plan.BPFLSM && c.FilesystemRules {
+		w, err := quarantine.StartReported(quarantine.Options{Session: id, Policy: c, Dir: opts.QuarantineDir, Warn: warn, Report: n.aud.quarantined})
+		if err != nil {
+			fmt.Fprintf(warn, "oxsupervise: warning: nested session %s may not create .git files (git worktree add, submodules): %v\n", id, err)
+		} else {
+			n.created, n.info.Created = w, w
+		}
+	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
 	if err != nil {
 		n.removeGroup(warn)
+		if n.created != nil {
+			n.created.Close()
+		}
 		n.aud.close()
 		return nil, err
 	}
@@ -314,6 +332,10 @@ func (n *Nested) Finish(code int, err error) []audit.Record {
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.undo(tctx)
 	cancel()
+	if n.created != nil {
+		// The layers handed over every report: the end's check.
+		n.created.Close()
+	}
 	n.aud.sessionStop(&n.entry, code, err)
 	if n.aud.stop != nil {
 		n.aud.stop.Ox.ParentSession = n.Parent

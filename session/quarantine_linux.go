@@ -9,6 +9,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/quarantine"
 )
 
@@ -24,13 +25,41 @@ func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCache
 	if !plan.QuarantineNames {
 		return nil
 	}
+	w, err := quarantine.Start(watchOptions(opts, id, caches, aud, warn))
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: protected names created by session %s will NOT be quarantined: %v\n", id, err)
+		return nil
+	}
+	return &nameWatch{w}
+}
+
+// startCreatedCheck starts the check at the session's end of the entries
+// the BPF-LSM programs let it create (the .git file of `git worktree add`
+// or a submodule: policy.ProtectedPattern.CheckedAtEnd), when they are its
+// filesystem layer. Those programs refuse every other protected name,
+// and without this check (nil: the roots cannot be opened) they refuse
+// these too.
+func startCreatedCheck(lp *planner.Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) *nameWatch {
+	if !lp.BPFLSM || !opts.Policy.FilesystemRules {
+		return nil
+	}
+	w, err := quarantine.StartReported(watchOptions(opts, id, caches, aud, warn))
+	if err != nil {
+		fmt.Fprintf(warn, "oxsupervise: warning: session %s may not create .git files (git worktree add, submodules): %v\n", id, err)
+		return nil
+	}
+	return &nameWatch{w}
+}
+
+// watchOptions are the quarantine options of session id.
+func watchOptions(opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) quarantine.Options {
 	var ignore []string
 	if caches != nil {
 		// Names in a tool cache take effect nowhere (a module that ships
 		// an AGENTS.md is not a project anyone opens there).
 		ignore = append(ignore, caches.root)
 	}
-	w, err := quarantine.Start(quarantine.Options{
+	return quarantine.Options{
 		Session: id, Policy: opts.Policy, Dir: opts.QuarantineDir, Warn: warn, Ignore: ignore,
 		InSession: func(pid int) (bool, bool) {
 			s, ok, err := cgroup.SessionOf(opts.Cgroup, pid)
@@ -40,12 +69,16 @@ func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCache
 			return ok && s == id, true
 		},
 		Report: aud.quarantined,
-	})
-	if err != nil {
-		fmt.Fprintf(warn, "oxsupervise: warning: protected names created by session %s will NOT be quarantined: %v\n", id, err)
+	}
+}
+
+// created is what SessionInfo.Created gets: n's watch, or no value at all
+// (not a typed nil) without one.
+func (n *nameWatch) created() CreatedEntries {
+	if n == nil {
 		return nil
 	}
-	return &nameWatch{w}
+	return n.w
 }
 
 func (n *nameWatch) close() {

@@ -217,7 +217,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	aud := openAuditor(opts.Policy.Audit, id, string(opts.Policy.Mode), warn)
 	aud.startNote = tierNote
 	aud.setLauncherPID(l.pid())
-	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink}
+	// The BPF-LSM path's check of the .git files the session creates.
+	created := startCreatedCheck(lp, opts, id, caches, aud, warn)
+	info := SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: opts.Policy, Audit: aud.sink,
+		Created: created.created()}
 	if shm != nil && !plan.Mounts.ShmReadOnly {
 		info.PrivateShm = shm
 	}
@@ -225,6 +228,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
+		created.close()
 		aud.close()
 		return 0, err
 	}
@@ -271,6 +275,9 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoLayers(tctx)
 	cancel()
 	tm.Mark("layers undone")
+	// The layers have handed over every report: the check of the entries
+	// they let the session create.
+	created.close()
 	guard.finish(aud, id, string(opts.Policy.Mode), warn)
 	aud.sessionStop(&entry, code, err)
 	aud.close()

@@ -169,7 +169,12 @@ func writeCompiled(w io.Writer, c *policy.Compiled, digest string) {
 	}
 	fmt.Fprintln(w, "protected patterns:")
 	for _, p := range c.ProtectedPatterns {
-		fmt.Fprintf(w, "  %s (%s): %s  # %s\n", strings.Join(p.Components, "/"), p.Type, p.Reason, p.Source)
+		kind := string(p.Type)
+		if p.CheckedAtEnd {
+			// A session may create one; it is checked when the session ends.
+			kind += ", created: checked at end"
+		}
+		fmt.Fprintf(w, "  %s (%s): %s  # %s\n", strings.Join(p.Components, "/"), kind, p.Reason, p.Source)
 	}
 	anchors("protected paths", c.ProtectedPaths)
 	anchors("deny read", c.DenyRead)
