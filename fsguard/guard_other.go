@@ -29,7 +29,7 @@ type SessionOptions struct {
 // Guard is unavailable on this OS: nothing can load it.
 type Guard struct{}
 
-func (g *Guard) Hooks() []string { return nil }
+func (g *Guard) Hooks() []string                                      { return nil }
 func (g *Guard) AddSession(cgroupID uint64, c *policy.Compiled) error { return errUnsupported }
 func (g *Guard) AddSessionWith(cgroupID uint64, c *policy.Compiled, opts SessionOptions) error {
 	return errUnsupported
