@@ -59,16 +59,7 @@ func fsop(path string) int {
 		_, err = unix.Write(fd, []byte("written in the session\n"))
 		unix.Close(fd)
 	}
-	var errno unix.Errno
-	switch {
-	case err == nil:
-		fmt.Println("OK")
-	case errors.As(err, &errno):
-		fmt.Println(unix.ErrnoName(errno))
-	default:
-		fmt.Println("ERROR", err)
-	}
-	return 0
+	return testutil.ReportErrnoName(err)
 }
 
 func daemonMain(v string) int {

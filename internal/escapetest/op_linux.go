@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
 
 // OpName is the name under which a test binary registers Op with
@@ -40,16 +42,7 @@ func Op(args []string) int {
 		return 0
 	}
 	err := do(args[0], args[1:])
-	var errno unix.Errno
-	switch {
-	case err == nil:
-		fmt.Println("OK")
-	case errors.As(err, &errno):
-		fmt.Println(unix.ErrnoName(errno))
-	default:
-		fmt.Println("ERROR", err)
-	}
-	return 0
+	return testutil.ReportErrnoName(err)
 }
 
 // errUsage is an op called with the wrong arguments.

@@ -89,16 +89,7 @@ func fsop(args []string) int {
 		fmt.Fprintf(os.Stderr, "unknown op %q\n", args[0])
 		return 2
 	}
-	var errno unix.Errno
-	switch {
-	case err == nil:
-		fmt.Println("OK")
-	case errors.As(err, &errno):
-		fmt.Println(unix.ErrnoName(errno))
-	default:
-		fmt.Println("ERROR", err)
-	}
-	return 0
+	return testutil.ReportErrnoName(err)
 }
 
 // requireBPFLSM skips (fails in the VM) unless root and BPF-LSM is usable

@@ -82,16 +82,7 @@ func linkop(args []string) int {
 }
 
 func printOutcome(err error) int {
-	var errno unix.Errno
-	switch {
-	case err == nil:
-		fmt.Println("OK")
-	case errors.As(err, &errno):
-		fmt.Println(unix.ErrnoName(errno))
-	default:
-		fmt.Println("ERROR", err)
-	}
-	return 0
+	return testutil.ReportErrnoName(err)
 }
 
 // socketpairs sends one message over a stream and a datagram socketpair:
