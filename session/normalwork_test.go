@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/internal/testutil/normalwork"
 )
 
 // TestRunNormalWork proves the boundary does not break what an agent is
@@ -39,38 +39,20 @@ func TestRunNormalWork(t *testing.T) {
 	gocache := filepath.Join("/tmp", fmt.Sprintf("oxs-test-gocache-%d", time.Now().UnixNano()))
 	t.Cleanup(func() { os.RemoveAll(gocache) })
 
-	steps := []struct {
-		name, script string
-		skip         error // an independent probe says the tool is missing
-	}{
-		{"tar", "tar xf " + archive, nil},
-		{"make", "make -s out.txt", nil},
-		{"venv", "python3 -m venv .venv && .venv/bin/python -c 'import sys; print(sys.prefix)'", venvErr},
-		// Go's build cache normally lives in $HOME/.cache, outside the
-		// writable roots; /tmp is one.
-		{"go-build", "cd hello && GOCACHE=" + gocache + " GOTELEMETRY=off GOFLAGS=-mod=mod " + goBin + " build -o hello . && ./hello", goErr},
+	// Go's build cache here is one in /tmp (a writable root), not the
+	// sandbox cache the default-cache table (normalwork) proves.
+	steps := []normalwork.Step{
+		{Name: "tar", Script: "tar xf " + archive},
+		{Name: "make", Script: "make -s out.txt"},
+		{Name: "venv", Script: "python3 -m venv .venv && .venv/bin/python -c 'import sys; print(sys.prefix)'", Skip: venvErr},
+		{Name: "go-build", Script: "cd hello && GOCACHE=" + gocache + " GOTELEMETRY=off GOFLAGS=-mod=mod " + goBin + " build -o hello . && ./hello", Skip: goErr},
 	}
-	var script strings.Builder
-	for _, s := range steps {
-		if s.skip != nil {
-			t.Logf("!!! %s step SKIPPED (tool missing on this machine: %v)", s.name, s.skip)
-			continue
-		}
-		fmt.Fprintf(&script, "if (%s) >/dev/null 2>step.err; then echo %s=ok; else echo %s=FAILED; cat step.err; fi\n", s.script, s.name, s.name)
-	}
-	script.WriteString("rm -f step.err\n")
-	r := e.run(t, nil, "run", "--sandbox", "workspace-write", "--", "sh", "-c", script.String())
+	script := normalwork.Script(t, steps)
+	r := e.run(t, nil, "run", "--sandbox", "workspace-write", "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range steps {
-		if s.skip != nil {
-			continue
-		}
-		if !strings.Contains(r.stdout, s.name+"=ok") {
-			t.Errorf("%s failed inside the session:\n%s\nstderr:\n%s", s.name, r.stdout, r.stderr)
-		}
-	}
+	normalwork.CheckOutput(t, steps, r.stdout, r.stderr)
 	for path, want := range map[string]string{
 		"pkg/a.txt":      "alpha\n",
 		"pkg/deep/b.txt": "beta\n",
