@@ -12,8 +12,8 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
-	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
+	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
