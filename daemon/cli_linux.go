@@ -22,6 +22,16 @@ import (
 // the CLI must exit with (the command's own, 125 when the boundary could
 // not be built, 2 for requests the daemon refused as invalid).
 func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Flags, errOut io.Writer) int {
+	return RunCLIOr(ctx, socket, argv, flags, errOut, nil)
+}
+
+// RunCLIOr is RunCLI that, when no daemon listens on socket (the run
+// connection's dial failed as Probe's would, nothing was sent), returns
+// absent()'s status instead of printing an error. It is how `run` chooses
+// between the daemon and a standalone run without a health check of its
+// own before the run connection (issue 18: one round trip less). A nil
+// absent makes it RunCLI.
+func RunCLIOr(ctx context.Context, socket string, argv []string, flags *policy.Flags, errOut io.Writer, absent func() int) int {
 	cwd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(errOut, "oxsupervise run: current directory: %v\n", err)
@@ -68,6 +78,8 @@ func RunCLI(ctx context.Context, socket string, argv []string, flags *policy.Fla
 		})
 	var de *Error
 	switch {
+	case absent != nil && errors.Is(err, ErrNoDaemon):
+		return absent()
 	case errors.As(err, &de):
 		fmt.Fprintf(errOut, "oxsupervise run: %s; nothing ran\n", de.Message)
 		return ExitCode(de, ExitNoBoundary)

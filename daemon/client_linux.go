@@ -37,7 +37,8 @@ func Available(socket string) bool {
 	return Probe(socket) == nil
 }
 
-// ErrNoDaemon is Probe's error when nothing listens on the socket.
+// ErrNoDaemon is the error of Probe, Run and Exec when nothing listens on
+// the socket (for Run and Exec: nothing was sent).
 var ErrNoDaemon = errors.New("no daemon listening")
 
 // probeTimeout bounds the health check: a daemon busy starting many
@@ -60,11 +61,18 @@ func probe(socket string, timeout time.Duration) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOTSOCK):
+	case absent(err):
 		return fmt.Errorf("%w at %s: %v", ErrNoDaemon, socket, err)
 	default:
 		return fmt.Errorf("daemon at %s did not answer its health check: %w", socket, err)
 	}
+}
+
+// absent reports whether a dial error means nothing listens on the socket
+// (no socket file, connection refused, not a socket) rather than a daemon
+// that listens but failed.
+func absent(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.ENOTSOCK)
 }
 
 func (c *Client) dial(ctx context.Context) (*net.UnixConn, error) {
@@ -135,6 +143,11 @@ func (c *Client) stream(ctx context.Context, path string, in any, stdio [3]*os.F
 	}
 	conn, err := c.dial(ctx)
 	if err != nil {
+		// Nothing was sent: the caller may fall back as a failed Probe
+		// would have let it, without a health check of its own first.
+		if absent(err) {
+			return Event{}, fmt.Errorf("%w at %s: %v", ErrNoDaemon, c.socket(), err)
+		}
 		return Event{}, err
 	}
 	defer conn.Close()

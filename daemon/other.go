@@ -27,6 +27,7 @@ type Options struct {
 	Log                                                                  io.Writer
 	ResolverUpstream                                                     []string
 	MaxConns, MaxConnsPerUID, KernelBuffer                               int
+	DebugTiming                                                          bool
 }
 
 // DefaultPinDir is the pin directory the daemon flags show on every OS

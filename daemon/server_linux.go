@@ -52,6 +52,10 @@ type Options struct {
 	Unavailable map[string]bool
 	// Log receives one line per notable event; nil means stderr.
 	Log io.Writer
+	// DebugTiming logs, at debug level, how long each phase of every run
+	// session's start and end takes (phasetime; the daemon's
+	// OXSUPERVISE_DEBUG_TIMING).
+	DebugTiming bool
 	// StateDir is DefaultStateDir unless set (tests).
 	StateDir string
 	// PinDir is DefaultPinDir unless set.

@@ -10,14 +10,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/openoxide/oxsupervise/doctor"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/session"
 )
 
 // createSession runs a command in a new session of the caller's
 // (POST /sessions), streaming its events until it exits.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
+	tm := s.timing()
 	var req RunRequest
 	stdio, err := decodeWithStdio(r, &req)
 	if err != nil {
@@ -30,12 +34,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		writeError(w, err)
 		return
 	}
+	tm.Mark("request received")
 	var warnings bytes.Buffer
 	c, err := s.loadPolicy(cred, u.HomeDir, req.Policy, req.Dir, req.Env, req.Argv, &warnings)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	tm.Mark("policy")
 	s.work.Add(1)
 	defer s.work.Done()
 	es := newEventStream(w)
@@ -78,7 +84,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		OnStart: onStart,
+		OnStart: onStart, Timing: tm,
 	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
 	close(finished)
 	mu.Lock()
@@ -97,6 +103,26 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		return
 	}
 	es.send(Event{Event: "exit", Session: sid, Code: code})
+	tm.Mark("exit sent")
+}
+
+// timing is a run request's phase recorder (nil unless DebugTiming): each
+// phase a debug record of the daemon's log.
+func (s *Server) timing() *phasetime.Recorder {
+	if !s.opts.DebugTiming {
+		return nil
+	}
+	return phasetime.New(debugLines{s.zl})
+}
+
+// debugLines writes each line it is given as a debug record.
+type debugLines struct{ zl zerolog.Logger }
+
+func (d debugLines) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		d.zl.Debug().Msg(line)
+	}
+	return len(p), nil
 }
 
 // listSessions lists the caller's sessions (GET /sessions); every session

@@ -30,7 +30,10 @@ var ErrPinsBusy = errors.New("the pinned programs are in use by another supervis
 //	run/<objects version>-ring<bytes>/net-<parent cgroup id>/{links,maps}/<name>
 //	run/<objects version>-ring<bytes>/fs/{links,maps}/<name>
 //	run/<objects version>-ring<bytes>/roview/{progs,maps}/<name>  unattached
+//	run/<objects version>-ring<bytes>/<set>/record-<digest>        what was pinned
 //
+// A reopen checks the network set against its record (loader.PinAt's) rather
+// than parsing the object file again.
 // The objects version is a digest of the BPF objects the binary embeds
 // (loader.ObjectsVersion): another binary's pins are never reused. One
 // supervisor at a time holds the directory (an exclusive flock on it, for

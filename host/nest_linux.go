@@ -21,6 +21,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -138,9 +139,12 @@ type nestServer struct {
 	opts NestOptions
 	cfg  cgroup.Config
 	warn io.Writer
-	path string
-	ln   *net.UnixListener
-	wg   sync.WaitGroup
+	// timing: each request's phases go to warn (the session's own
+	// RunOptions.Timing is set: OXSUPERVISE_DEBUG_TIMING).
+	timing bool
+	path   string
+	ln     *net.UnixListener
+	wg     sync.WaitGroup
 
 	mu       sync.Mutex
 	conns    map[*net.UnixConn]bool
@@ -191,7 +195,7 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 	if warn == nil {
 		warn = io.Discard
 	}
-	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, path: path, ln: ln,
+	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
@@ -325,17 +329,23 @@ func (s *nestServer) authorize(conn *net.UnixConn) (*peer, error) {
 func (s *nestServer) serve(conn *net.UnixConn) {
 	enc, dec := json.NewEncoder(conn), json.NewDecoder(io.LimitReader(conn, 4<<20))
 	refuse := func(code int, err error) { enc.Encode(NestAnswer{Error: err.Error(), Code: code}) }
+	var tm *phasetime.Recorder
+	if s.timing {
+		tm = phasetime.New(s.warn)
+	}
 	p, err := s.authorize(conn)
 	if err != nil {
 		refuse(125, fmt.Errorf("not authorized: %w", err))
 		return
 	}
 	defer unix.Close(p.pidfd)
+	tm.Mark("nested: peer authorized")
 	var req NestRequest
 	if err := dec.Decode(&req); err != nil {
 		refuse(125, fmt.Errorf("bad request: %w", err))
 		return
 	}
+	tm.Mark("nested: request read")
 	if len(req.Argv) == 0 || !filepath.IsAbs(req.Dir) {
 		refuse(2, errors.New("bad request: no command, or a relative directory"))
 		return
@@ -350,6 +360,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
 		return
 	}
+	tm.Mark("nested: policy")
 	tier := ""
 	if req.Tier != "" {
 		agent := req.Agent
@@ -366,6 +377,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
+	tm.Mark("nested: group, layers, audit sink")
 	c := &nestChild{n: n}
 	s.mu.Lock()
 	s.children[n.ID] = c
@@ -378,6 +390,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		s.mu.Unlock()
 	}()
 	spec, err := n.Spec(req.Argv, req.Env, []string{NestEnv + "=" + s.path}, req.Dir)
+	tm.Mark("nested: spec")
 	if err == nil {
 		err = n.Admit(p.pid)
 	}
@@ -389,6 +402,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
+	tm.Mark("nested: run admitted")
 	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
 		c.finish(-1, err)
 		return
@@ -410,13 +424,17 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 				runErr = err
 				break
 			}
+			tm.Mark("nested: launcher started, session_start")
 		}
 		if r.Exit != nil {
+			tm.Mark("nested: command exited")
 			code, runErr = *r.Exit, n.Release(p.pid)
+			tm.Mark("nested: run released")
 			break
 		}
 	}
 	recs := c.finish(code, runErr)
+	tm.Mark("nested: finished")
 	if runErr == nil {
 		enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Records: recs})
 	}

@@ -331,6 +331,9 @@ func (g Generation) Remove() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := removeRecord(g.Dir); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.Remove(g.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}

@@ -26,20 +26,20 @@ import (
 
 // ObjectsVersion names the BPF objects this binary embeds: a digest of the
 // BPF-LSM, network and read-only view objects (programs and map layouts
-// alike). Pins a
-// binary reopens live below a directory of this name, so a binary with
-// other objects never reuses them.
+// alike), after the version of the pin layout (v2: with a pin record).
+// Pins a binary reopens live below a directory of this name, so a binary
+// with other objects, or another layout, never reuses them.
 func ObjectsVersion() string {
 	h := sha256.New()
 	for _, b := range [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes, _RoviewBytes} {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
-	return "v1-" + hex.EncodeToString(h.Sum(nil))[:16]
+	return "v2-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // PinAt pins objs below dir, as dir/links/<name>, dir/maps/<name> and
-// dir/progs/<name>.
+// dir/progs/<name>, and records what it pinned (pinrecord_linux.go).
 // On error nothing stays pinned there.
 func PinAt(dir string, objs Objects) error {
 	g := Generation{Dir: dir}
@@ -56,6 +56,9 @@ func PinAt(dir string, objs Objects) error {
 		}
 	}
 	if err := g.pin(objs); err != nil {
+		return errors.Join(err, g.Remove())
+	}
+	if err := writeRecord(dir, objs); err != nil {
 		return errors.Join(err, g.Remove())
 	}
 	return nil
@@ -115,43 +118,51 @@ func openPinnedMaps(dir string, spec *ebpf.CollectionSpec, names []string) (map[
 // instead of loading and attaching them again: every map into objs (its
 // programs stay nil: the pinned links hold them attached), and the
 // pinned links with their names. events must be the event maps the
-// pinned programs report through.
+// pinned programs report through. The pins are checked against PinAt's
+// record, not against the object file: no parse of it on this path.
 func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]link.Link, []string, error) {
-	spec, err := loadNet()
-	if err != nil {
-		return nil, nil, fmt.Errorf("load network program spec: %w", err)
-	}
 	fields := map[string]reflect.Value{}
 	rv := reflect.ValueOf(&objs.netMaps).Elem()
-	var names []string
-	for i := 0; i < rv.NumField(); i++ {
-		if tag := rv.Type().Field(i).Tag.Get("ebpf"); tag != "" {
-			fields[tag] = rv.Field(i)
-			names = append(names, tag)
-		}
-	}
-	maps, err := openPinnedMaps(dir, spec, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	same, err := sameMaps(events.Named(), maps)
-	if err == nil && !same {
-		err = errors.New("its programs report through other event maps")
-	}
-	if err != nil {
+	maps := map[string]*ebpf.Map{}
+	closeMaps := func() {
 		for _, m := range maps {
 			m.Close()
+		}
+	}
+	for i := 0; i < rv.NumField(); i++ {
+		tag := rv.Type().Field(i).Tag.Get("ebpf")
+		if tag == "" {
+			continue
+		}
+		fields[tag] = rv.Field(i)
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "maps", tag), nil)
+		if err != nil {
+			closeMaps()
+			return nil, nil, fmt.Errorf("open pinned map %s: %w", tag, err)
+		}
+		maps[tag] = m
+	}
+	links, linkNames, err := loadPinnedLinks(dir, -1)
+	if err != nil {
+		closeMaps()
+		return nil, nil, err
+	}
+	err = checkRecord(dir, maps, linkNames)
+	if err == nil {
+		var same bool
+		if same, err = sameMaps(events.Named(), maps); err == nil && !same {
+			err = errors.New("its programs report through other event maps")
+		}
+	}
+	if err != nil {
+		closeMaps()
+		for _, l := range links {
+			l.Close()
 		}
 		return nil, nil, fmt.Errorf("pinned network objects %s: %w", dir, err)
 	}
 	for name, m := range maps {
 		fields[name].Set(reflect.ValueOf(m))
-	}
-	links, linkNames, err := loadPinnedLinks(dir, len(spec.Programs))
-	if err != nil {
-		objs.netMaps.Close()
-		objs.netMaps = netMaps{}
-		return nil, nil, err
 	}
 	return links, linkNames, nil
 }

@@ -177,3 +177,76 @@ func TestStandaloneRunReusesPinnedReadOnlyViewAudit(t *testing.T) {
 		t.Fatalf("%d read-only-view records of %s, want 1; log:\n%s", n, victim, b)
 	}
 }
+
+// A pinned network set is reused only as it was pinned (its record, not
+// the object file, is what a reopen checks): with its record removed, or
+// with another map of the same shape pinned over one of its maps, the
+// next run does not reuse it but loads programs of its own, and pins them
+// in its place.
+func TestStandaloneRunDoesNotReuseTamperedPins(t *testing.T) {
+	requireNetLayer(t)
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, set string)
+	}{
+		{"record removed", func(t *testing.T, set string) {
+			records, _ := filepath.Glob(filepath.Join(set, "record-*"))
+			if len(records) != 1 {
+				t.Fatalf("records in %s: %v, want one", set, records)
+			}
+			if err := os.Remove(records[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"map pinned over", func(t *testing.T, set string) {
+			path := filepath.Join(set, "maps", "net_sessions")
+			old, err := ebpf.LoadPinnedMap(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := &ebpf.MapSpec{Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize(), MaxEntries: old.MaxEntries(), Flags: old.Flags()}
+			old.Close()
+			m, err := ebpf.NewMap(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Pin(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
+			if err != nil {
+				t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
+			}
+			t.Cleanup(func() { os.RemoveAll(pins) })
+			pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+			if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
+				t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+			}
+			sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "net-*"))
+			if len(sets) != 1 {
+				t.Fatalf("pinned network sets after the first run: %v, want one", sets)
+			}
+			first := pinnedPrograms(t, sets[0])
+			tt.tamper(t, sets[0])
+			if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
+				t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
+			}
+			again := pinnedPrograms(t, sets[0])
+			if slices.Equal(again, first) {
+				t.Fatalf("pinned programs %v after the second run are the first run's: the tampered set was reused", again)
+			}
+			if records, _ := filepath.Glob(filepath.Join(sets[0], "record-*")); len(records) != 1 {
+				t.Fatalf("records after the second run pinned its own programs: %v, want one", records)
+			}
+		})
+	}
+}

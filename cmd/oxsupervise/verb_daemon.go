@@ -13,6 +13,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -92,6 +93,7 @@ func cmdDaemon(ctx context.Context, s streams, args []string) int {
 		MaxConns:         *maxConns,
 		MaxConnsPerUID:   *maxConnsPerUser,
 		KernelBuffer:     int(ringSize),
+		DebugTiming:      os.Getenv(phasetime.Env) != "",
 	})
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise daemon: %v\n", err)

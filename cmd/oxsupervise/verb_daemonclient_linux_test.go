@@ -173,7 +173,8 @@ func startSleep(t *testing.T, uid int) *os.Process {
 // An unprivileged user's attach, sessions and stop go through the daemon:
 // they attach their own process (not root's), see their session (another
 // user does not), cannot be stopped by another user, and stop it themself.
-// Without a daemon the same user is told stop needs root or the daemon.
+// Without a daemon the same user is told stop, attach and run need root or
+// the daemon.
 func TestSessionVerbsThroughDaemon(t *testing.T) {
 	w := newCLIWorld(t)
 
@@ -183,6 +184,13 @@ func TestSessionVerbsThroughDaemon(t *testing.T) {
 	}
 	if res := w.cli(t, nobodyUID, "attach", "--pid", "1"); res.code != exitNoBoundary || !strings.Contains(res.stderr, "standalone attach needs root") {
 		t.Fatalf("attach without a daemon: exit %d, stderr %q", res.code, res.stderr)
+	}
+	// run finds no daemon from its run connection alone (no health check
+	// first) and says what it needs, with or without --user.
+	for _, args := range [][]string{{"run", "--", "true"}, {"run", "--user", "nobody", "--", "true"}} {
+		if res := w.cli(t, nobodyUID, args...); res.code != exitNoBoundary || !strings.Contains(res.stderr, "standalone run needs root") {
+			t.Fatalf("%v without a daemon: exit %d, stderr %q", args, res.code, res.stderr)
+		}
 	}
 
 	w.serve(t)

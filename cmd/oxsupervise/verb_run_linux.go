@@ -21,6 +21,13 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
+// noStandalone is run's refusal for a user who is not root when no daemon
+// listens.
+func noStandalone(s streams) int {
+	fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo, or start the daemon: oxsupervise daemon); nothing ran")
+	return exitNoBoundary
+}
+
 // runCommand runs r.argv in a Linux session (cgroup + BPF-LSM/Landlock).
 func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// Inside a session (the kernel's word: this process's cgroup), a run
@@ -31,21 +38,22 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// An unprivileged user goes through the daemon when it runs: it builds
 	// the boundary as root, clamped by managed policy on its side.
 	if os.Geteuid() != 0 {
+		if r.user == "" {
+			// The run connection itself tells whether a daemon listens:
+			// no health check before it.
+			return daemon.RunCLIOr(ctx, defaultSocket(), r.argv, r.flags, s.err, func() int { return noStandalone(s) })
+		}
 		switch err := daemon.Probe(defaultSocket()); {
 		case err == nil:
-			if r.user != "" {
-				fmt.Fprintln(s.err, "oxsupervise run: --user needs a standalone run as root; through the daemon the command runs as you")
-				return exitUsage
-			}
-			return daemon.RunCLI(ctx, defaultSocket(), r.argv, r.flags, s.err)
+			fmt.Fprintln(s.err, "oxsupervise run: --user needs a standalone run as root; through the daemon the command runs as you")
+			return exitUsage
 		case !errors.Is(err, daemon.ErrNoDaemon):
 			// A daemon is there but busy or broken: say so rather than
 			// fall back to a standalone run this user cannot do.
 			fmt.Fprintf(s.err, "oxsupervise run: boundary not built: %v; nothing ran\n", err)
 			return exitNoBoundary
 		}
-		fmt.Fprintln(s.err, "oxsupervise run: boundary not built: standalone run needs root (run it with sudo, or start the daemon: oxsupervise daemon); nothing ran")
-		return exitNoBoundary
+		return noStandalone(s)
 	}
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	t, c, wd, failed := prepareRun(s, r, r.user)

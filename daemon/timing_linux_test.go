@@ -1,0 +1,49 @@
+//go:build linux
+
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// With DebugTiming the daemon logs each phase of a run session's start and
+// end as a debug record (what OXSUPERVISE_DEBUG_TIMING prints for a
+// standalone run); without it, none.
+func TestDebugTimingLogsRunPhases(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		on   bool
+	}{{"on", true}, {"off", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.opts.DebugTiming = tt.on
+			w.start(t)
+			if res := w.runHelper(t, nobody, w.ws, nil, "run", w.ws, "true"); res.code != 0 {
+				t.Fatalf("run: exit %d: %s", res.code, res.stderr)
+			}
+			phases := map[string]bool{}
+			sc := bufio.NewScanner(strings.NewReader(w.log.String()))
+			for sc.Scan() {
+				var rec struct{ Level, Message string }
+				if json.Unmarshal(sc.Bytes(), &rec) != nil {
+					t.Fatalf("daemon log line is not JSON: %q", sc.Text())
+				}
+				if rest, ok := strings.CutPrefix(rec.Message, "oxsupervise: timing: "); ok {
+					if rec.Level != "debug" {
+						t.Fatalf("timing record at level %q, want debug: %q", rec.Level, sc.Text())
+					}
+					phases[strings.TrimSpace(rest[:strings.Index(rest, "  ")])] = true
+				}
+			}
+			want := []string{"request received", "policy", "launcher started", "command executed", "command exited", "final check of names", "exit sent"}
+			for _, p := range want {
+				if phases[p] != tt.on {
+					t.Errorf("phase %q logged = %v, want %v; logged: %v", p, phases[p], tt.on, phases)
+				}
+			}
+		})
+	}
+}
