@@ -131,7 +131,7 @@ func Scan(root string, opts Options) (Result, error) {
 	}
 	err = s.dir("", nil, rootID)
 	slices.SortFunc(s.res.Picked, func(a, b Entry) int { return strings.Compare(a.Rel, b.Rel) })
-	if err == nil && cachePath != "" {
+	if err == nil && cachePath != "" && s.changed(len(s.prev)) {
 		// A cache that cannot be written costs the next start a full
 		// scan, nothing else.
 		_ = saveCache(cachePath, opts.Key, s.next)
@@ -147,6 +147,17 @@ type scan struct {
 	prev     map[string]dirRecord
 	next     map[string]dirRecord
 	res      Result
+	// reused counts the directories whose remembered record was used
+	// and is remembered again unchanged.
+	reused int
+}
+
+// changed reports whether the cache to write differs from the one read
+// (prevDirs records): a directory was read, one is no longer remembered
+// (gone, or changed too recently), or one is new. Rewriting an unchanged
+// cache would cost every start an encode and a rename for nothing.
+func (s *scan) changed(prevDirs int) bool {
+	return s.res.DirsRead > 0 || s.reused != prevDirs || len(s.next) != prevDirs
 }
 
 // dirRecord is what is remembered about one directory: its identity and
@@ -181,6 +192,9 @@ func (s *scan) dir(rel string, comps []string, id dirID) error {
 	}
 	if id.dev == s.rootDev && id.ctime < s.notAfter {
 		s.next[rel] = rec
+		if ok {
+			s.reused++
+		}
 	}
 	if s.opts.Limit > 0 && s.res.Entries+rec.Count > s.opts.Limit {
 		return ErrLimit

@@ -179,11 +179,24 @@ func TestCachedScanSeesEveryChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before := cacheFiles(t, cache)
 			tc.change(t, root)
 			settle()
 			second, err := Scan(root, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// An unchanged tree leaves the cache file as it was (no
+			// rewrite); after a change the next scan is cached in full.
+			if after := cacheFiles(t, cache); tc.maxReads == 0 && !sameFiles(before, after) {
+				t.Errorf("an unchanged tree rewrote the cache")
+			}
+			third, err := Scan(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if third.DirsRead != 0 || !slices.Equal(rels(third.Picked), rels(second.Picked)) {
+				t.Errorf("a third scan of the same tree read %d directories and picked %v, want 0 and %v", third.DirsRead, rels(third.Picked), rels(second.Picked))
 			}
 			if got, want := rels(second.Picked), oracle(t, root); !slices.Equal(got, want) {
 				t.Fatalf("after the change the cached scan picked %v, a full walk %v", got, want)
@@ -317,4 +330,28 @@ func BenchmarkScan(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cacheFiles lists the cache files in dir (a rewrite renames a new file
+// into place, which os.SameFile tells apart).
+func cacheFiles(t *testing.T, dir string) []fs.FileInfo {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fs.FileInfo
+	for _, e := range ents {
+		fi, err := os.Lstat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fi)
+	}
+	return out
+}
+
+// sameFiles reports whether a and b are the same files.
+func sameFiles(a, b []fs.FileInfo) bool {
+	return slices.EqualFunc(a, b, os.SameFile)
 }
