@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	// The launcher is this binary re-executed by `run` with a hidden
@@ -55,6 +56,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		}
 		return noStandalone(s)
 	}
+	laxGC()
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	t, c, wd, failed := prepareRun(s, r, r.user)
 	if c == nil {
@@ -83,4 +85,19 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return f.Code
 	}
 	return code
+}
+
+// laxGC sets the standalone supervisor's collector to a goal of 5x the
+// live heap (GOGC=400) unless the environment names one. Its start
+// allocates in a burst (the policy, the tree scans' remembered
+// directories) that at the default goal triggers a collection while the
+// launcher starts on the other core: in a 100 000-file workspace that was
+// a third of the start (bench/results/session-start.md). The live heap is
+// a few MiB, so the laxer goal costs little; the soft limit bounds it.
+func laxGC() {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetGCPercent(400)
+	debug.SetMemoryLimit(256 << 20)
 }
