@@ -32,6 +32,17 @@ var npmAgents = struct {
 
 var agentPackages = []string{"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai"}
 
+// TestMain removes the agents' npm install (about 1 GiB) when the tests
+// are done: every run installs them afresh, and left behind they fill the
+// disk of a machine that runs the suite often.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if npmAgents.dir != "" {
+		os.RemoveAll(npmAgents.dir)
+	}
+	os.Exit(code)
+}
+
 func agentBin(t *testing.T, name string) string {
 	t.Helper()
 	npmAgents.once.Do(func() {
