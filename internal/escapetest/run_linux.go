@@ -176,17 +176,5 @@ func pathMatches(want Record, path string) bool {
 
 func readLog(t *testing.T, path string) []audit.Record {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("audit log: %v", err)
-	}
-	var out []audit.Record
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		r, err := audit.Decode(line)
-		if err != nil {
-			t.Fatalf("audit record %s: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.AuditRecords(t, path)
 }

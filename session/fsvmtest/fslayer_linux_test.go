@@ -393,19 +393,7 @@ func expectDenial(t *testing.T, log, session, action, path string) {
 
 func records(t *testing.T, log string) []audit.Record {
 	t.Helper()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []audit.Record
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		r, err := audit.Decode(line)
-		if err != nil {
-			t.Fatalf("audit record %s: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.AuditRecords(t, log)
 }
 
 func read(t *testing.T, path string) string {
