@@ -69,20 +69,29 @@ func (s *scanner) enclosingRepo(root string) {
 	}
 }
 
-// readGitdirFile reads a .git file's gitdir: line, made absolute.
+// readGitdirFile reads a .git file's gitdir: line, made absolute. The
+// line holds a path (up to PATH_MAX) after "gitdir: ".
 func readGitdirFile(path string) (string, bool) {
-	b, err := readHead(path, 4096)
+	b, err := readHead(path, 8192)
 	if err != nil {
 		return "", false
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
+	return GitdirTarget(b, path)
+}
+
+// GitdirTarget is the directory a `.git` file at dotGit whose first bytes
+// are content points git at: its gitdir: line, made absolute against the
+// file's directory (not cleaned: git resolves it through the kernel,
+// symlinks and all). False when the first line is not a gitdir: line.
+func GitdirTarget(content []byte, dotGit string) (string, bool) {
+	line, _, _ := strings.Cut(string(content), "\n")
 	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
 	if !ok {
 		return "", false
 	}
 	target = strings.TrimSpace(target)
 	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(path), target)
+		target = filepath.Join(filepath.Dir(dotGit), target)
 	}
 	return target, true
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -191,20 +190,9 @@ func (s *scanner) protectExplicit(a Anchor) error {
 // execution vectors of that git directory (or all of it under
 // protect_git = "all"), and those of its commondir.
 func (s *scanner) gitFile(root, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil // unreadable: git cannot use it either
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
-	line = strings.TrimSpace(line)
-	target, ok := strings.CutPrefix(line, "gitdir:")
+	target, ok := readGitdirFile(path)
 	if !ok {
-		return nil
-	}
-	target = strings.TrimSpace(target)
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(path), target)
+		return nil // unreadable, or no gitdir: line: git cannot use it either
 	}
 	s.addRepo(filepath.Dir(path), target)
 	return s.protectGitDir(target, path+" gitdir", 0)

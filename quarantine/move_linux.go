@@ -202,11 +202,11 @@ func suspicious(c *policy.Compiled, p string, content []byte, readErr error) (st
 		}
 		return "", false
 	}
-	target, ok := strings.CutPrefix(line, "gitdir:")
+	target, ok := policy.GitdirTarget(content, p)
 	if !ok {
 		return "a .git file without a gitdir: line", true
 	}
-	dir := resolved(filepath.Dir(p), strings.TrimSpace(target))
+	dir := filepath.Clean(target)
 	if !belowExistingRepository(c, dir) {
 		return fmt.Sprintf("a .git file whose gitdir: %s is not below an existing repository's worktrees/ or modules/", dir), true
 	}
