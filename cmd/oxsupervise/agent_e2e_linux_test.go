@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -180,18 +179,7 @@ func runAsSudo(t *testing.T, bin string, u *agentUser, auditLog string, env []st
 	// the machine.
 	cmd.Env = append([]string{cliAsEnv + "=1", "HOME=/root", "USER=root", "SUDO_USER=" + u.name,
 		"SUDO_UID=" + strconv.Itoa(u.uid), "SUDO_GID=" + strconv.Itoa(u.gid), pinDirEnv + "=off"}, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("oxsupervise run %v: %v", argv, err)
-	}
-	return res
+	return runCLI(t, cmd)
 }
 
 // runThroughDaemon runs `oxsupervise run -- argv...` as the user, who is
@@ -203,18 +191,7 @@ func runThroughDaemon(t *testing.T, w *cliWorld, u *agentUser, env []string, arg
 	cmd.Dir = u.ws
 	cmd.Env = append([]string{cliAsEnv + "=1", socketEnv + "=" + w.socket, "HOME=" + u.home, "USER=" + u.name}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("oxsupervise run %v: %v", argv, err)
-	}
-	return res
+	return runCLI(t, cmd)
 }
 
 // checkSeedResults asserts the recorded tool results, the audit log and

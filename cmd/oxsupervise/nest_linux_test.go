@@ -93,18 +93,7 @@ func (w *nestWorld) command(argv []string, env ...string) *exec.Cmd {
 func (w *nestWorld) run(t *testing.T, argv []string, env ...string) cliResult {
 	t.Helper()
 	cmd := w.command(argv, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %v: %v", argv, err)
-	}
-	return r
+	return runCLI(t, cmd)
 }
 
 // records reads the audit log.

@@ -50,6 +50,24 @@ type cliResult struct {
 	stdout, stderr string
 }
 
+// runCLI runs cmd (a test binary acting as oxsupervise) and returns its
+// exit code and output; a command that could not run at all fails t.
+func runCLI(t *testing.T, cmd *exec.Cmd) cliResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	return res
+}
+
 // cliWorld is a daemon served in-process with its own cgroup parent,
 // registry and socket, and a copy of this binary every user can run.
 type cliWorld struct {
@@ -142,19 +160,8 @@ func (w *cliWorld) cli(t *testing.T, uid int, args ...string) cliResult {
 	cmd.Dir = filepath.Join(w.base, "ws")
 	// A standalone run as root keeps no BPF programs pinned on the machine.
 	cmd.Env = []string{"PATH=/usr/bin:/bin", cliAsEnv + "=1", socketEnv + "=" + w.socket, "HOME=/nonexistent", pinDirEnv + "=off"}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	err := cmd.Run()
-	res := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("oxsupervise %v: %v", args, err)
-	}
-	return res
+	return runCLI(t, cmd)
 }
 
 func startSleep(t *testing.T, uid int) *os.Process {
