@@ -323,7 +323,7 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 	p.Seccomp = true
 	p.KernelAudit = p.Seccomp || (p.Landlock != Absent && caps.LandlockAudits)
 	p.ReadOnlyView = c.FilesystemRules && !p.BPFLSM
-	p.SeccompSockets = netPolicy(c) != policy.NetFull && !p.BPFLSM
+	p.SeccompSockets = SeccompSockets(c, p.BPFLSM)
 	if p.ReadOnlyView {
 		// Audit is observability, not the boundary: fail open, loudly.
 		p.ReadOnlyViewAudit = caps.ReadOnlyViewAudit == nil
@@ -383,6 +383,16 @@ func decideRunNetwork(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.Warnings = append(p.Warnings, "network none without the cgroup network layer: the session has its own loopback; the host's loopback services (loopback = \"all\") are NOT reachable")
 	}
 	return nil
+}
+
+// SeccompSockets is Plan.SeccompSockets for a session of policy c whose
+// filesystem layer is BPF-LSM or not: the seccomp filter refuses the
+// socket families the network programs cannot judge unless network is
+// full, or BPF-LSM's socket_create refuses (and audits) them first. A
+// nested session, which has its parent's layers, asks it with its own
+// policy.
+func SeccompSockets(c *policy.Compiled, bpflsm bool) bool {
+	return netPolicy(c) != policy.NetFull && !bpflsm
 }
 
 // netPolicy reads a zero Policy as none.

@@ -80,9 +80,12 @@ type Nested struct {
 	group      *cgroup.Group
 	info       SessionInfo
 	ruleset    *landlock.Ruleset
-	aud        *auditor
-	undo       func(context.Context)
-	entry      Entry
+	// bpflsm says the parent's filesystem layer, which the child has, is
+	// BPF-LSM.
+	bpflsm bool
+	aud    *auditor
+	undo   func(context.Context)
+	entry  Entry
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
@@ -141,7 +144,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	n := &Nested{ID: id, Parent: p.ID, parentPath: p.CgroupPath, group: group, ruleset: ruleset}
+	n := &Nested{ID: id, Parent: p.ID, parentPath: p.CgroupPath, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM}
 	digest, _ := c.Digest()
 	n.entry = Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
@@ -283,7 +286,7 @@ func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error)
 	}
 	return LaunchSpec{
 		SessionID: n.ID, Path: exe, Argv: argv, Env: append(append(scrubbed, extra...), SessionEnv+"="+n.ID), Dir: dir,
-		Landlock: n.ruleset, RestrictSockets: c.Network.Policy != policy.NetFull, Nested: true,
+		Landlock: n.ruleset, RestrictSockets: planner.SeccompSockets(c, n.bpflsm), Nested: true,
 	}, nil
 }
 
