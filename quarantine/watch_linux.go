@@ -477,18 +477,28 @@ func (w *Watch) Close() []Moved {
 	w.mu.Lock()
 	walkAll := w.walkAll
 	w.mu.Unlock()
+	// What each deferred entry holds, read once: the check below judges
+	// what was read here unless a walk found the entries anew.
+	type read struct {
+		content []byte
+		err     error
+	}
+	reads := map[string]read{}
 	if w.reported && !walkAll {
 		for _, p := range deferredPaths {
-			if _, err := w.readDeferred(p); errors.Is(err, errNotThere) {
+			content, err := w.readDeferred(p)
+			if errors.Is(err, errNotThere) {
 				// Its directory was renamed since (the entry itself
 				// cannot be): the report no longer finds it.
 				fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: %s, created during the session, is gone from there: the writable roots are walked for new .git files\n", p)
 				walkAll = true
 				break
 			}
+			reads[p] = read{content, err}
 		}
 	}
 	if walkAll {
+		clear(reads)
 		for _, r := range w.roots {
 			if !w.walk(r, r.path, maxFinalWalk, 0, true) {
 				fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: stopped the final check of %s for protected names after %d entries\n", r.path, maxFinalWalk)
@@ -501,7 +511,11 @@ func (w *Watch) Close() []Moved {
 		if !ok {
 			continue
 		}
-		content, err := w.readDeferred(p)
+		rd, ok := reads[p]
+		if !ok {
+			rd.content, rd.err = w.readDeferred(p)
+		}
+		content, err := rd.content, rd.err
 		if errors.Is(err, errNotThere) {
 			continue // moved with its directory: the walk found it there
 		}
