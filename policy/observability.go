@@ -95,7 +95,9 @@ func LoadObservability(managedDir string) (Observability, error) {
 	if managedDir == "" {
 		managedDir = DefaultManagedDir
 	}
-	_, eff, err := Load(LoadOptions{ManagedDir: managedDir, Home: empty, Workspace: empty, Env: func(string) string { return "" }})
+	// The resolve step has every value; binding (a scan of the empty
+	// workspace, git config lookups) would add nothing to them.
+	_, eff, err := Resolve(LoadOptions{ManagedDir: managedDir, Home: empty, Workspace: empty, Env: func(string) string { return "" }})
 	if err != nil {
 		return Observability{}, err
 	}
