@@ -75,7 +75,8 @@ func PlanMounts(c *policy.Compiled, rs *Ruleset) (MountPlan, error) {
 	m.Writable = viewWritable(c)
 	if privateShm(c) {
 		m.PrivateShm = true
-		m.ShmReadOnly = !PrivateShmWritable(c)
+		// PrivateShmWritable, from the writable list just made.
+		m.ShmReadOnly = !slices.Contains(m.Writable, devShm)
 	}
 	socks, err := escapeSocketMasks(escapeSockets, c.Network.AllowUnixSockets)
 	if err != nil {
