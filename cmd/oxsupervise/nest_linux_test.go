@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/planner"
 )
 
@@ -99,22 +99,7 @@ func (w *nestWorld) run(t *testing.T, argv []string, env ...string) cliResult {
 // records reads the audit log.
 func (w *nestWorld) records(t *testing.T) []audit.Record {
 	t.Helper()
-	f, err := os.Open(w.auditLog)
-	if err != nil {
-		t.Fatalf("audit log: %v", err)
-	}
-	defer f.Close()
-	var out []audit.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, audit.MaxLineBytes)
-	for sc.Scan() {
-		r, err := audit.Decode(sc.Bytes())
-		if err != nil {
-			t.Fatalf("audit log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.AuditRecords(t, w.auditLog)
 }
 
 // nestedStart is the session_start record of the one nested session in

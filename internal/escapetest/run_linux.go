@@ -67,7 +67,7 @@ func Run(t *testing.T, cfg Config) {
 			got[k] = v
 		}
 	}
-	records := readLog(t, w.AuditLog)
+	records := testutil.AuditRecords(t, w.AuditLog)
 	s := Session{Stderr: stderr.String()}
 	for _, r := range records {
 		if r.Ox.Kind == audit.KindSessionStart {
@@ -172,9 +172,4 @@ func pathMatches(want Record, path string) bool {
 		return true
 	}
 	return want.Related && (strings.HasPrefix(want.Path, path+"/") || strings.HasPrefix(path, want.Path+"/"))
-}
-
-func readLog(t *testing.T, path string) []audit.Record {
-	t.Helper()
-	return testutil.AuditRecords(t, path)
 }
