@@ -79,6 +79,25 @@ func readGitdirFile(path string) (string, bool) {
 	return GitdirTarget(b, path)
 }
 
+// readCommondir reads the commondir file of the git directory gitDir (a
+// worktree's: it names the repository's shared directory, whose config
+// and hooks git uses), made absolute against gitDir; false when there is
+// none, it is not a regular file, or it is empty.
+func readCommondir(gitDir string) (string, bool) {
+	b, err := readHead(filepath.Join(gitDir, "commondir"), 8192)
+	if err != nil {
+		return "", false
+	}
+	c := strings.TrimSpace(string(b))
+	if c == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gitDir, c)
+	}
+	return c, true
+}
+
 // GitdirTarget is the directory a `.git` file at dotGit whose first bytes
 // are content points git at: its gitdir: line, made absolute against the
 // file's directory (not cleaned: git resolves it through the kernel,
@@ -204,13 +223,8 @@ func (s *scanner) protectRepos(home string, env func(string) string) error {
 
 func (s *scanner) protectRepo(r gitRepo, home string, global []gitSetting) error {
 	common := r.gitDir
-	if b, err := readHead(filepath.Join(r.gitDir, "commondir"), 4096); err == nil {
-		if c := strings.TrimSpace(string(b)); c != "" {
-			if !filepath.IsAbs(c) {
-				c = filepath.Join(r.gitDir, c)
-			}
-			common = filepath.Clean(c)
-		}
+	if c, ok := readCommondir(r.gitDir); ok {
+		common = filepath.Clean(c)
 	}
 	local := &gitConfigReader{s: s, home: home, seen: map[string]bool{}}
 	for _, f := range []string{filepath.Join(common, "config"), filepath.Join(r.gitDir, "config.worktree")} {

@@ -226,11 +226,7 @@ func (s *scanner) protectGitDir(dir, src string, depth int) error {
 		s.addPath(a)
 	}
 	if depth == 0 {
-		if b, err := os.ReadFile(filepath.Join(resolved, "commondir")); err == nil {
-			common := strings.TrimSpace(string(b))
-			if !filepath.IsAbs(common) {
-				common = filepath.Join(resolved, common)
-			}
+		if common, ok := readCommondir(resolved); ok {
 			return s.protectGitDir(common, src+" commondir", 1)
 		}
 	}
