@@ -1,0 +1,129 @@
+// Package companion finds the programs installed beside the oxsupervise
+// binary — the session launcher and the daemon — and opens them, so that
+// the file that was checked is the file that runs.
+//
+// Where a companion is looked for, in order (the one place this is
+// decided):
+//
+//  1. the directory of the running executable (a build tree's bin/, or
+//     wherever the binaries were copied together);
+//  2. ../libexec/oxsupervise beside it, the installed layout of any prefix
+//     (/usr/bin/oxsupervise → /usr/libexec/oxsupervise/, /usr/local/bin →
+//     /usr/local/libexec/oxsupervise/).
+//
+// The first file found must pass the check (a regular, executable file
+// owned by root or by the running executable's owner, writable by no one
+// else); one that fails is an error, not a reason to look further, since
+// a tampered companion must not be skipped over silently.
+package companion
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The companions' file names.
+const (
+	// Launcher builds a session's boundary inside its cgroup and mount
+	// namespace and execs the command (session.LauncherMain): a small
+	// program, so that a session's start does not pay the start-up of
+	// the whole supervisor a second time.
+	Launcher = "oxsupervise-launch"
+	// Daemon is the supervisor daemon (`oxsupervise daemon` executes it),
+	// the only program linking the metrics and OpenTelemetry exporters.
+	Daemon = "oxsupervised"
+)
+
+// LibexecSubdir is where an installation keeps the companions, relative
+// to the directory of the oxsupervise binary.
+const LibexecSubdir = "../libexec/oxsupervise"
+
+// ErrNotFound: no directory holds the companion.
+var ErrNotFound = errors.New("companion program not found")
+
+// Program is a checked companion. File is an O_PATH descriptor of the
+// file that was checked; run it through ExecPath so that a file swapped
+// in at Path afterwards is not the one executed.
+type Program struct {
+	Name string
+	Path string
+	File *os.File
+}
+
+// Close releases the descriptor.
+func (p *Program) Close() error { return p.File.Close() }
+
+// ExecPath is the path to execute the checked file by in a process where
+// it is descriptor fd: the descriptor's own number in this process, or
+// the number a child receives it as (os/exec's ExtraFiles[i] is 3+i).
+func ExecPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
+
+// Dirs lists the directories a companion of the executable exe is looked
+// for in, in order.
+func Dirs(exe string) []string {
+	dir := filepath.Dir(exe)
+	return []string{dir, filepath.Clean(filepath.Join(dir, LibexecSubdir))}
+}
+
+// Find opens and checks the companion name of the running executable.
+func Find(name string) (*Program, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find %s: the running executable: %w", name, err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	var self unix.Stat_t
+	if err := unix.Stat(exe, &self); err != nil {
+		return nil, fmt.Errorf("find %s: stat %s: %w", name, exe, err)
+	}
+	return FindIn(name, Dirs(exe), int(self.Uid))
+}
+
+// FindIn opens the first name in dirs and checks it, accepting root and
+// owner as its owner.
+func FindIn(name string, dirs []string, owner int) (*Program, error) {
+	for _, dir := range dirs {
+		path := filepath.Join(dir, name)
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		f := os.NewFile(uintptr(fd), path)
+		if err := check(f, owner); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return &Program{Name: name, Path: path, File: f}, nil
+	}
+	return nil, fmt.Errorf("%w: %s in %s", ErrNotFound, name, strings.Join(dirs, ", "))
+}
+
+// check is the test a companion passes before it is run with the
+// supervisor's privileges.
+func check(f *os.File, owner int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return errors.New("not a regular file")
+	case st.Mode&0o111 == 0:
+		return errors.New("not executable")
+	case st.Uid != 0 && int(st.Uid) != owner:
+		return fmt.Errorf("owned by uid %d, neither root nor the owner of oxsupervise (uid %d)", st.Uid, owner)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("writable by its group or by others (mode %04o)", st.Mode&0o7777)
+	}
+	return nil
+}
