@@ -7,10 +7,12 @@
 // launcher's types (launcher.Ruleset, launcher.MountPlan), which the session
 // launcher applies on itself right before exec: this package is the side
 // that reads the policy, that one the side that talks to the kernel, so the
-// launcher program links no policy code. Without BPF-LSM that namespace is also a read-only view:
-// every mount read-only except the writable directories (WritableDirs), so
-// the metadata changes Landlock has no right for (chmod, chown, utimes)
-// fail with EROFS outside them; so does every other change there, before
+// launcher program links no policy code.
+//
+// Without BPF-LSM that namespace is also a read-only view: every mount
+// read-only except the writable directories (WritableDirs), so the
+// metadata changes Landlock has no right for (chmod, chown, utimes) fail
+// with EROFS outside them; so does every other change there, before
 // Landlock is asked, which is why those refusals are not audited.
 //
 // Landlock is the filesystem layer when BPF-LSM is unavailable and defence
