@@ -36,6 +36,9 @@ type launched struct {
 	sigs       chan os.Signal
 	// shmFD is the launcher's fd of the private /dev/shm, 0 without one.
 	shmFD int
+	// program is the launcher that was executed, for the session's
+	// records (Entry.Launcher).
+	program string
 }
 
 // launcherCommand is the one place that decides which launcher a session
@@ -55,23 +58,27 @@ type launched struct {
 // a reason to fall back: nothing runs. The caller sets the standard
 // streams and SysProcAttr, and calls release once the command started
 // (or will not be).
-func launcherCommand(selfExe string, extra []*os.File) (cmd *exec.Cmd, release func(), err error) {
+//
+// program names the launcher for the session's records: the launcher
+// program's path, or the re-executed binary followed by LauncherVerb.
+func launcherCommand(selfExe string, extra []*os.File) (cmd *exec.Cmd, program string, release func(), err error) {
 	cmd = &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: []string{}, ExtraFiles: extra}
 	if selfExe != "" {
-		return cmd, func() {}, nil
+		return cmd, selfExe + " " + LauncherVerb, func() {}, nil
 	}
 	prog, err := companion.Find(companion.Launcher)
 	switch {
 	case errors.Is(err, companion.ErrNotFound):
 		cmd.Path = "/proc/self/exe"
-		return cmd, func() {}, nil
+		self, _ := os.Executable()
+		return cmd, self + " " + LauncherVerb, func() {}, nil
 	case err != nil:
-		return nil, nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("the session launcher: %w", err)}
+		return nil, "", nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("the session launcher: %w", err)}
 	}
 	cmd.ExtraFiles = append(extra[:len(extra):len(extra)], prog.File)
 	cmd.Path = companion.ExecPath(3 + len(extra))
 	cmd.Args = []string{companion.Launcher}
-	return cmd, func() { prog.Close() }, nil
+	return cmd, prog.Path, func() { prog.Close() }, nil
 }
 
 // specBytes is spec as the launcher reads it, stamped with the version of
@@ -159,10 +166,11 @@ func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, s
 		extra = append(extra, shm)
 	}
 
-	cmd, releaseLauncher, err := launcherCommand(opts.SelfExe, extra)
+	cmd, program, releaseLauncher, err := launcherCommand(opts.SelfExe, extra)
 	if err != nil {
 		return fail(err)
 	}
+	l.program = program
 	defer releaseLauncher()
 	cloneflags := uintptr(syscall.CLONE_NEWNS)
 	if netns {
@@ -270,6 +278,7 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 		return launchFailed(status, LayerMountNS)
 	}
 	entry.PID = cmd.Process.Pid
+	entry.Launcher = l.program
 	if err := opts.Registry.Put(*entry); err != nil {
 		fmt.Fprintf(warnOrDiscard(opts.Warn), "oxsupervise: session %s: %v\n", entry.ID, err)
 	}

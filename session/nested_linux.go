@@ -383,7 +383,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 	// Pdeathsig is the forking thread's: the command dies with this run.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd, releaseLauncher, err := launcherCommand("", []*os.File{specR, statusW})
+	cmd, _, releaseLauncher, err := launcherCommand("", []*os.File{specR, statusW})
 	if err != nil {
 		return 0, err
 	}
