@@ -175,6 +175,8 @@ func TestDebPackage(t *testing.T) {
 	)
 	want := map[string]string{
 		"/usr/bin/oxsupervise":                                            exe,
+		"/usr/libexec/oxsupervise":                                        dir,
+		"/usr/libexec/oxsupervise/oxsupervise-launch":                     exe,
 		"/lib/systemd/system/oxsupervise.service":                         file,
 		"/etc/oxsupervise":                                                dir,
 		"/etc/oxsupervise/policy.toml":                                    file,

@@ -20,14 +20,21 @@ trap 'rm -rf "$work"' EXIT
 stage=$work/root
 mkdir -m 0755 "$stage"
 
-# Debian's hardening: position-independent, full RELRO, bind now.
-"$GO" build -trimpath -buildmode=pie \
-	-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
-	-o "$work/oxsupervise" ./cmd/oxsupervise
+# Debian's hardening: position-independent, full RELRO, bind now. The
+# companions (COMPANIONS, as the Makefile lists them) go to
+# /usr/libexec/oxsupervise.
+: "${COMPANIONS:?COMPANIONS= the programs beside oxsupervise (the Makefile lists them)}"
+companions=
+for prog in oxsupervise $COMPANIONS; do
+	"$GO" build -trimpath -buildmode=pie \
+		-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
+		-o "$work/$prog" "./cmd/$prog"
+	[ "$prog" = oxsupervise ] || companions="$companions $work/$prog"
+done
 "$GO" run ./internal/clidoc/cmd/clidoc --bin "$work/oxsupervise" --version "$VERSION" \
 	--date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --out "$work/doc"
 
-BIN=$work/oxsupervise DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
+BIN=$work/oxsupervise COMPANIONS="$companions" DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
 	dist/install.sh
 # The postinst creates the audit log directory (0700): dpkg would
 # otherwise own it, and lintian expects 0755 for shipped directories.
@@ -44,7 +51,7 @@ chmod 0644 "$doc/changelog.gz"
 # static build), plus deb-systemd-helper for the maintainer scripts.
 mkdir "$work/shlibs" "$work/shlibs/debian"
 printf 'Source: oxsupervise\n\nPackage: oxsupervise\nArchitecture: any\n' >"$work/shlibs/debian/control"
-shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" "$stage"/usr/libexec/oxsupervise/* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 depends="init-system-helpers (>= 1.54~)${shlibs:+, $shlibs}"
 
 mkdir -m 0755 "$stage/DEBIAN"
