@@ -177,6 +177,7 @@ func TestDebPackage(t *testing.T) {
 		"/usr/bin/oxsupervise":                                            exe,
 		"/usr/libexec/oxsupervise":                                        dir,
 		"/usr/libexec/oxsupervise/oxsupervise-launch":                     exe,
+		"/usr/share/lintian/overrides/oxsupervise":                        file,
 		"/lib/systemd/system/oxsupervise.service":                         file,
 		"/etc/oxsupervise":                                                dir,
 		"/etc/oxsupervise/policy.toml":                                    file,

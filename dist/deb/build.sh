@@ -20,16 +20,19 @@ trap 'rm -rf "$work"' EXIT
 stage=$work/root
 mkdir -m 0755 "$stage"
 
-# Debian's hardening: position-independent, full RELRO, bind now. The
-# companions (COMPANIONS, as the Makefile lists them) go to
-# /usr/libexec/oxsupervise.
+# Debian's hardening: position-independent, full RELRO, bind now.
+"$GO" build -trimpath -buildmode=pie \
+	-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
+	-o "$work/oxsupervise" ./cmd/oxsupervise
+# The companions (COMPANIONS, as the Makefile lists them) go to
+# /usr/libexec/oxsupervise. They link no C library (no cgo): static
+# executables, skipping the dynamic loader at every session's start
+# (dist/deb/lintian-overrides says so to lintian).
 : "${COMPANIONS:?COMPANIONS= the programs beside oxsupervise (the Makefile lists them)}"
 companions=
-for prog in oxsupervise $COMPANIONS; do
-	"$GO" build -trimpath -buildmode=pie \
-		-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
-		-o "$work/$prog" "./cmd/$prog"
-	[ "$prog" = oxsupervise ] || companions="$companions $work/$prog"
+for prog in $COMPANIONS; do
+	CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/$prog" "./cmd/$prog"
+	companions="$companions $work/$prog"
 done
 "$GO" run ./internal/clidoc/cmd/clidoc --bin "$work/oxsupervise" --version "$VERSION" \
 	--date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --out "$work/doc"
@@ -41,6 +44,8 @@ BIN=$work/oxsupervise COMPANIONS="$companions" DOCGEN=$work/doc DESTDIR=$stage P
 rmdir "$stage/var/log/oxsupervise" "$stage/var/log" "$stage/var"
 
 doc=$stage/usr/share/doc/oxsupervise
+install -d -m 0755 "$stage/usr/share/lintian/overrides"
+install -m 0644 dist/deb/lintian-overrides "$stage/usr/share/lintian/overrides/oxsupervise"
 install -m 0644 dist/deb/copyright "$doc/copyright"
 sed -e "s|@VERSION@|$VERSION|" -e "s|@REVISION@|$(git rev-parse --short HEAD 2>/dev/null || echo unknown)|" \
 	-e "s|@DATE@|$(date -u -R -d "@$SOURCE_DATE_EPOCH")|" dist/deb/changelog.in | gzip -9n >"$doc/changelog.gz"
