@@ -41,9 +41,29 @@ type launched struct {
 	program string
 }
 
+// launcherExec is a session's launcher, ready to be started.
+type launcherExec struct {
+	// cmd executes it; the caller sets the standard streams and
+	// SysProcAttr.
+	cmd *exec.Cmd
+	// program names it for the session's records (Entry.Launcher): the
+	// launcher program's path, or the re-executed binary and LauncherVerb.
+	program string
+	// prog is the launcher program, nil for a re-executed binary.
+	prog *companion.Program
+}
+
+// close releases the launcher program's descriptor once the launcher
+// started (or will not be).
+func (x *launcherExec) close() {
+	if x.prog != nil {
+		x.prog.Close()
+	}
+}
+
 // launcherCommand is the one place that decides which launcher a session
-// uses (Run, standalone or for the daemon, and RunNested), and returns
-// the command that executes it with extra as its descriptors 3, 4, ...:
+// uses (Run, standalone or for the daemon, and RunNested), to be executed
+// with extra as its descriptors 3, 4, ...:
 //   - selfExe, when the caller names one (a test binary that is its own
 //     launcher), executed with LauncherVerb;
 //   - else the launcher program installed beside oxsupervise
@@ -55,30 +75,27 @@ type launched struct {
 //     (package launcher), slower to start (`oxsupervise doctor` says so).
 //
 // A launcher program that fails its check (owner, mode) is an error, not
-// a reason to fall back: nothing runs. The caller sets the standard
-// streams and SysProcAttr, and calls release once the command started
-// (or will not be).
-//
-// program names the launcher for the session's records: the launcher
-// program's path, or the re-executed binary followed by LauncherVerb.
-func launcherCommand(selfExe string, extra []*os.File) (cmd *exec.Cmd, program string, release func(), err error) {
-	cmd = &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: []string{}, ExtraFiles: extra}
+// a reason to fall back: nothing runs.
+func launcherCommand(selfExe string, extra []*os.File) (*launcherExec, error) {
+	x := &launcherExec{cmd: &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: []string{}, ExtraFiles: extra}}
 	if selfExe != "" {
-		return cmd, selfExe + " " + LauncherVerb, func() {}, nil
+		x.program = selfExe + " " + LauncherVerb
+		return x, nil
 	}
 	prog, err := companion.Find(companion.Launcher)
 	switch {
 	case errors.Is(err, companion.ErrNotFound):
-		cmd.Path = "/proc/self/exe"
 		self, _ := os.Executable()
-		return cmd, self + " " + LauncherVerb, func() {}, nil
+		x.cmd.Path, x.program = "/proc/self/exe", self+" "+LauncherVerb
+		return x, nil
 	case err != nil:
-		return nil, "", nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("the session launcher: %w", err)}
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("the session launcher: %w", err)}
 	}
-	cmd.ExtraFiles = append(extra[:len(extra):len(extra)], prog.File)
-	cmd.Path = companion.ExecPath(3 + len(extra))
-	cmd.Args = []string{companion.Launcher}
-	return cmd, prog.Path, func() { prog.Close() }, nil
+	x.prog, x.program = prog, prog.Path
+	x.cmd.ExtraFiles = append(extra[:len(extra):len(extra)], prog.File)
+	x.cmd.Path = companion.ExecPath(3 + len(extra))
+	x.cmd.Args = []string{companion.Launcher}
+	return x, nil
 }
 
 // specBytes is spec as the launcher reads it, stamped with the version of
@@ -166,12 +183,13 @@ func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, s
 		extra = append(extra, shm)
 	}
 
-	cmd, program, releaseLauncher, err := launcherCommand(opts.SelfExe, extra)
+	x, err := launcherCommand(opts.SelfExe, extra)
 	if err != nil {
 		return fail(err)
 	}
-	l.program = program
-	defer releaseLauncher()
+	defer x.close()
+	cmd := x.cmd
+	l.program = x.program
 	cloneflags := uintptr(syscall.CLONE_NEWNS)
 	if netns {
 		cloneflags |= syscall.CLONE_NEWNET

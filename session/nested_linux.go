@@ -383,11 +383,12 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 	// Pdeathsig is the forking thread's: the command dies with this run.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd, _, releaseLauncher, err := launcherCommand("", []*os.File{specR, statusW})
+	x, err := launcherCommand("", []*os.File{specR, statusW})
 	if err != nil {
 		return 0, err
 	}
-	defer releaseLauncher()
+	defer x.close()
+	cmd := x.cmd
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	sigs := make(chan os.Signal, 8)
