@@ -141,7 +141,7 @@ func stepLayer(s launcher.Step) string {
 
 // startLauncher starts the launcher in group, in a new mount namespace
 // (and network namespace with netns), with an exec gate when execGate is
-// set, and shm (the session's own /dev/shm, landlock.NewPrivateShm) as
+// set, and shm (the session's own /dev/shm, launcher.NewPrivateShm) as
 // the fd the launch spec's Mounts.ShmFD names. The calling goroutine stays locked to its thread until release:
 // the parent-death signal is the forking thread's.
 func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, shm *os.File) (*launched, error) {

@@ -287,7 +287,7 @@ var (
 	// it was, which the test checks afterwards.
 	noRefer = []string{"EXDEV", "EACCES"}
 	// Outside the writable roots the Landlock path's mount namespace is
-	// read-only (landlock.MountPlan.ReadOnlyView): the VFS refuses a
+	// read-only (launcher.MountPlan.ReadOnlyView): the VFS refuses a
 	// change there with EROFS before Landlock is asked.
 	outsideRoots = readOnly
 )
