@@ -32,10 +32,16 @@ VMTEST_RUN   ?=
 
 all: build
 
+# The programs installed beside oxsupervise (internal/companion), each
+# built from ./cmd/NAME: into bin/ by build, into PREFIX/libexec/oxsupervise
+# by install and the Debian package (dist/install.sh's COMPANIONS).
+COMPANIONS := oxsupervise-launch
+
 build:
 	$(GO) build -o bin/oxsupervise ./cmd/oxsupervise
+	@set -e; for c in $(COMPANIONS); do echo "$(GO) build -o bin/$$c ./cmd/$$c"; $(GO) build -o bin/$$c ./cmd/$$c; done
 
-# Install for other distributions: the binary, the systemd unit (naming
+# Install for other distributions: the binary and its COMPANIONS, the systemd unit (naming
 # BINDIR), man pages and completions generated from the verbs' --help
 # (internal/clidoc), the docs, and /etc/oxsupervise/policy.toml unless one
 # exists. Creates /var/log/oxsupervise 0700. E.g. make install PREFIX=/usr
@@ -50,12 +56,15 @@ install:
 	v=$$(dist/version.sh); \
 	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
 	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/oxsupervise" ./cmd/oxsupervise; \
+	companions=; for c in $(COMPANIONS); do \
+		$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/$$c" ./cmd/$$c; companions="$$companions $$tmp/$$c"; \
+	done; \
 	$(GO) run ./internal/clidoc/cmd/clidoc --bin "$$tmp/oxsupervise" --version "$$v" \
 		--date "$$(date -u -d "@$$epoch" +%Y-%m-%d)" --out "$$tmp/doc"; \
-	BIN="$$tmp/oxsupervise" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
+	BIN="$$tmp/oxsupervise" COMPANIONS="$$companions" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
 
 deb:
-	@DEBDIR="$(DEBDIR)" GO="$(GO)" dist/deb/build.sh
+	@DEBDIR="$(DEBDIR)" GO="$(GO)" COMPANIONS="$(COMPANIONS)" dist/deb/build.sh
 
 # Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
 # the BPF freshness check, qemu + Debian's kernel + busybox for the

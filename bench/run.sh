@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 mkdir -p bin
 $GO build -o bin/oxsupervise ./cmd/oxsupervise
+# The session launcher beside it, as make build and make install put it.
+$GO build -o bin/oxsupervise-launch ./cmd/oxsupervise-launch
 $GO build -o bin/oxbench ./bench/cmd/oxbench
 if [ "$(id -u)" -ne 0 ]; then
 	exec sudo -E bin/oxbench --oxsupervise bin/oxsupervise --out bench/results ${OXBENCH_ARGS:-}

@@ -45,7 +45,8 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	Cgroup          cgroup.Config
 	Registry        session.Registry
-	// SelfExe is the launcher binary; "" means /proc/self/exe.
+	// SelfExe is a binary that is its own launcher (session.RunOptions);
+	// "" means the launcher package session decides (the installed one).
 	SelfExe string
 	// Unavailable marks layers unavailable (the daemon's own
 	// OXSUPERVISE_FORCE_UNAVAILABLE; never a client's).

@@ -44,7 +44,7 @@ func TestRunAsUnprivilegedUser(t *testing.T) {
 		t.Logf("Landlock ABI %d unusable: the write-outside denial is not asserted here", abi)
 	} else {
 		// EACCES from BPF-LSM, EROFS from the Landlock path's read-only
-		// mount view (landlock.MountPlan.ReadOnlyView).
+		// mount view (launcher.MountPlan.ReadOnlyView).
 		if strings.Contains(res.stdout, "escape=0") || !(strings.Contains(res.stderr, "Permission denied") || strings.Contains(res.stderr, "Read-only file system")) {
 			t.Fatalf("write outside the workspace was not denied with EACCES or EROFS:\nstdout %s\nstderr %s", res.stdout, res.stderr)
 		}

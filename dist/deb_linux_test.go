@@ -175,6 +175,9 @@ func TestDebPackage(t *testing.T) {
 	)
 	want := map[string]string{
 		"/usr/bin/oxsupervise":                                            exe,
+		"/usr/libexec/oxsupervise":                                        dir,
+		"/usr/libexec/oxsupervise/oxsupervise-launch":                     exe,
+		"/usr/share/lintian/overrides/oxsupervise":                        file,
 		"/lib/systemd/system/oxsupervise.service":                         file,
 		"/etc/oxsupervise":                                                dir,
 		"/etc/oxsupervise/policy.toml":                                    file,

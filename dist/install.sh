@@ -3,8 +3,10 @@
 #
 #   BIN=bin/oxsupervise DOCGEN=DIR PREFIX=/usr/local DESTDIR= dist/install.sh
 #
-# BIN is the binary; DOCGEN the output of internal/clidoc/cmd/clidoc (man
-# pages, completions). The managed policy lives in /etc/oxsupervise
+# BIN is the binary; COMPANIONS the built programs installed beside it in
+# LIBEXECDIR (PREFIX/libexec/oxsupervise, where internal/companion looks:
+# the session launcher), space-separated paths; DOCGEN the output of
+# internal/clidoc/cmd/clidoc (man pages, completions). The managed policy lives in /etc/oxsupervise
 # whatever PREFIX is (the binary reads it there); an existing
 # /etc/oxsupervise/policy.toml is never overwritten. GZIP_MAN=1
 # compresses the man pages (Debian's layout). UNITDIR is where systemd
@@ -14,6 +16,8 @@ set -eu
 PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
 BINDIR=${BINDIR:-$PREFIX/bin}
+LIBEXECDIR=${LIBEXECDIR:-$PREFIX/libexec/oxsupervise}
+COMPANIONS=${COMPANIONS:-}
 DATADIR=${DATADIR:-$PREFIX/share}
 MANDIR=${MANDIR:-$DATADIR/man}
 DOCDIR=${DOCDIR:-$DATADIR/doc/oxsupervise}
@@ -25,6 +29,12 @@ install -d -m 0755 "$DESTDIR$BINDIR" "$DESTDIR$UNITDIR" "$DESTDIR$MANDIR/man1" "
 	"$DESTDIR$DATADIR/bash-completion/completions" "$DESTDIR$DATADIR/zsh/vendor-completions" \
 	"$DESTDIR$DATADIR/fish/vendor_completions.d" "$DESTDIR$SYSCONFDIR/oxsupervise/policy.d"
 install -m 0755 "$BIN" "$DESTDIR$BINDIR/oxsupervise"
+if [ -n "$COMPANIONS" ]; then
+	install -d -m 0755 "$DESTDIR$LIBEXECDIR"
+	for c in $COMPANIONS; do
+		install -m 0755 "$c" "$DESTDIR$LIBEXECDIR/"
+	done
+fi
 # The unit names the binary where this install puts it.
 sed "s|/usr/bin/oxsupervise|$BINDIR/oxsupervise|g" "$src/dist/systemd/oxsupervise.service" >"$DESTDIR$UNITDIR/oxsupervise.service"
 chmod 0644 "$DESTDIR$UNITDIR/oxsupervise.service"

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/companion"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -35,6 +36,22 @@ func probeHost(ctx context.Context, r *Report) {
 	probeCgroup(r)
 	r.BTF = probeFrom(loader.ProbeBTF())
 	probeAudit(r)
+	probeLauncher(r)
+}
+
+// probeLauncher finds the launcher program as run does (companion.Find):
+// not installed is a warning, installed but failing its check an error.
+func probeLauncher(r *Report) {
+	prog, err := companion.Find(companion.Launcher)
+	switch {
+	case errors.Is(err, companion.ErrNotFound):
+		r.Launcher.Probe = Probe{OK: true}
+	case err != nil:
+		r.Launcher.Probe = probeFrom(err)
+	default:
+		prog.Close()
+		r.Launcher.Probe, r.Launcher.Path = Probe{OK: true}, prog.Path
+	}
 }
 
 func probeKernel(r *Report) {

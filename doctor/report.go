@@ -93,6 +93,18 @@ type Report struct {
 		BacklogMax uint32 `json:"backlog_max"` // backlog_limit
 	} `json:"audit"`
 
+	// Launcher is the session launcher this oxsupervise starts its
+	// sessions with (session.launcherCommand): the launcher program
+	// installed beside it (Path), or, with none installed, itself
+	// re-executed (OK, Path empty: every session's start pays the whole
+	// supervisor's start-up twice). A launcher program that fails its
+	// check is an error (Error set): run refuses every session (exit 125),
+	// and the verdict fails.
+	Launcher struct {
+		Probe
+		Path string `json:"path,omitempty"`
+	} `json:"launcher"`
+
 	Layers  []Layer `json:"layers"`
 	Modes   []Mode  `json:"modes"`
 	Verdict Verdict `json:"verdict"`
@@ -168,7 +180,7 @@ func (r *Report) decide() {
 	}
 	fs := r.Verdict.Filesystem
 	r.Verdict.Attach = bpf.Available
-	r.Verdict.OK = fs != "" && net.Available
+	r.Verdict.OK = fs != "" && net.Available && r.Launcher.Error == ""
 
 	fsLayers := []string{}
 	if bpf.Available {
@@ -231,6 +243,9 @@ func (r *Report) decide() {
 		}
 		if !net.Available {
 			missing = append(missing, "the network layer")
+		}
+		if r.Launcher.Error != "" {
+			missing = append(missing, "a usable session launcher")
 		}
 		r.Verdict.Summary = "sandboxed runs would be refused: missing " + strings.Join(missing, " and ")
 	}
@@ -382,6 +397,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	probe("btf", r.BTF, "kernel BTF loads")
 	probe("cgroup sock_addr", r.CgroupSockAddr, "connect4 program attached to a probe group")
 	probe("audit", r.Audit.Probe, fmt.Sprintf("status readable, enabled=%d", r.Audit.Enabled))
+	switch {
+	case r.Launcher.Error == "" && r.Launcher.Path == "":
+		line("launcher", "WARN", "no oxsupervise-launch installed beside oxsupervise: sessions re-execute oxsupervise as their launcher (the same boundary, a slower start); make build or make install puts it there")
+	default:
+		probe("launcher", r.Launcher.Probe, r.Launcher.Path)
+	}
 
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "layer\tstatus\tdetail")

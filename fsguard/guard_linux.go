@@ -79,7 +79,7 @@ func userDev(kdev uint32) uint64 {
 
 // PrivateMount is a filesystem mounted only in the session's own mount
 // namespace, which the session may write: run's private /dev/shm
-// (landlock.NewPrivateShm). No path of the policy names it, and its
+// (launcher.NewPrivateShm). No path of the policy names it, and its
 // files' d_parent walk ends at its root, so its root becomes a writable
 // anchor. On a filesystem mounted anywhere else that would make all of it
 // writable there too; for a tmpfs of the session's own it is exactly the

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -46,15 +47,15 @@ func TestSplitGrant(t *testing.T) {
 		{"denied elsewhere", []string{"/elsewhere/.ssh"}, map[string]uint64{".": readRights}},
 		{"root denied", []string{root}, map[string]uint64{}},
 		{"dir denied", []string{filepath.Join(root, "home/.ssh")}, map[string]uint64{
-			".": dirOnly, "a": readRights & fileRights, "b": readRights,
-			"home": dirOnly, "home/notes": readRights & fileRights, "home/x": readRights,
+			".": dirOnly, "a": readRights & launcher.LandlockFileRights, "b": readRights,
+			"home": dirOnly, "home/notes": readRights & launcher.LandlockFileRights, "home/x": readRights,
 		}},
 		{"missing anchor still splits its parent", []string{filepath.Join(root, "home/.aws")}, map[string]uint64{
-			".": dirOnly, "a": readRights & fileRights, "b": readRights,
-			"home": dirOnly, "home/.ssh": readRights, "home/notes": readRights & fileRights, "home/x": readRights,
+			".": dirOnly, "a": readRights & launcher.LandlockFileRights, "b": readRights,
+			"home": dirOnly, "home/.ssh": readRights, "home/notes": readRights & launcher.LandlockFileRights, "home/x": readRights,
 		}},
 		{"file denied", []string{filepath.Join(root, "home/notes")}, map[string]uint64{
-			".": dirOnly, "a": readRights & fileRights, "b": readRights,
+			".": dirOnly, "a": readRights & launcher.LandlockFileRights, "b": readRights,
 			"home": dirOnly, "home/.ssh": readRights, "home/x": readRights,
 		}},
 	} {
@@ -302,7 +303,7 @@ func TestPrepareRefusesSymlinkedPath(t *testing.T) {
 		{"real-directory", filepath.Join(ws+".orig", "sub"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := &Ruleset{ABI: abi, HandledFS: handledFS(abi), Rules: []Rule{{Path: tc.path, Access: handledFS(abi)}}}
+			rs := &launcher.Ruleset{ABI: abi, HandledFS: handledFS(abi), Rules: []launcher.Rule{{Path: tc.path, Access: handledFS(abi)}}}
 			p, err := rs.Prepare()
 			if p != nil {
 				defer p.Close()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/testutil"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func mountChild(planJSON, probes string) int {
-	var p MountPlan
+	var p launcher.MountPlan
 	if err := json.Unmarshal([]byte(planJSON), &p); err != nil {
 		fmt.Println("decode:", err)
 		return 1
@@ -107,7 +108,7 @@ func asErrno(err error, out *syscall.Errno) bool {
 }
 
 // applyInChild runs Apply in a child born in a new mount namespace.
-func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string {
+func applyInChild(t *testing.T, p launcher.MountPlan, probes []string) map[string]string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mount namespaces and mounts")
@@ -115,7 +116,7 @@ func applyInChild(t *testing.T, p MountPlan, probes []string) map[string]string 
 	var extra []*os.File
 	if p.PrivateShm {
 		// As run does: the tmpfs is made here and moved by the child.
-		shm, err := NewPrivateShm(p.ShmReadOnly)
+		shm, err := launcher.NewPrivateShm(p.ShmReadOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,8 +168,8 @@ func gitWorkspace(t *testing.T) string {
 
 func TestMountPlanApply(t *testing.T) {
 	ws := gitWorkspace(t)
-	p := MountPlan{
-		Protected: []policy.Anchor{anchor(t, filepath.Join(ws, ".git/hooks")), anchor(t, filepath.Join(ws, ".git/config"))},
+	p := launcher.MountPlan{
+		Protected: []launcher.Inode{inode(t, filepath.Join(ws, ".git/hooks")), inode(t, filepath.Join(ws, ".git/config"))},
 		Pinned:    []string{filepath.Join(ws, ".git")},
 		Masked:    []string{filepath.Join(ws, ".env")},
 		ReadOnly:  []string{"/proc/sys"},
@@ -212,18 +213,18 @@ func TestMountPlanApply(t *testing.T) {
 func TestMountPlanFailsClosed(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		prepare func(t *testing.T, ws string) MountPlan
+		prepare func(t *testing.T, ws string) launcher.MountPlan
 		want    string
 	}{
-		{"symlink at a protected name", func(t *testing.T, ws string) MountPlan {
-			a := anchor(t, filepath.Join(ws, ".git/hooks"))
+		{"symlink at a protected name", func(t *testing.T, ws string) launcher.MountPlan {
+			a := inode(t, filepath.Join(ws, ".git/hooks"))
 			os.RemoveAll(filepath.Join(ws, ".git/hooks"))
 			if err := os.Symlink(t.TempDir(), filepath.Join(ws, ".git/hooks")); err != nil {
 				t.Fatal(err)
 			}
-			return MountPlan{Protected: []policy.Anchor{a}}
+			return launcher.MountPlan{Protected: []launcher.Inode{a}}
 		}, "replace it with the real entry: rm '"},
-		{"symlinked parent", func(t *testing.T, ws string) MountPlan {
+		{"symlinked parent", func(t *testing.T, ws string) launcher.MountPlan {
 			other := filepath.Join(filepath.Dir(ws), "realgit")
 			if err := os.Rename(filepath.Join(ws, ".git"), other); err != nil {
 				t.Fatal(err)
@@ -231,21 +232,21 @@ func TestMountPlanFailsClosed(t *testing.T) {
 			if err := os.Symlink(other, filepath.Join(ws, ".git")); err != nil {
 				t.Fatal(err)
 			}
-			return MountPlan{Protected: []policy.Anchor{anchor(t, filepath.Join(other, "config"))}, Pinned: []string{filepath.Join(ws, ".git")}}
+			return launcher.MountPlan{Protected: []launcher.Inode{inode(t, filepath.Join(other, "config"))}, Pinned: []string{filepath.Join(ws, ".git")}}
 		}, "replace it with the real entry: rm '"},
-		{"inode swapped since compile", func(t *testing.T, ws string) MountPlan {
-			a := anchor(t, filepath.Join(ws, ".git/config"))
+		{"inode swapped since compile", func(t *testing.T, ws string) launcher.MountPlan {
+			a := inode(t, filepath.Join(ws, ".git/config"))
 			// Create the replacement first so it cannot reuse the inode.
 			os.WriteFile(filepath.Join(ws, ".git/config.new"), nil, 0o644)
 			if err := os.Rename(filepath.Join(ws, ".git/config.new"), filepath.Join(ws, ".git/config")); err != nil {
 				t.Fatal(err)
 			}
-			return MountPlan{Protected: []policy.Anchor{a}}
+			return launcher.MountPlan{Protected: []launcher.Inode{a}}
 		}, "changed since the policy was compiled"},
-		{"vanished", func(t *testing.T, ws string) MountPlan {
-			a := anchor(t, filepath.Join(ws, ".git/config"))
+		{"vanished", func(t *testing.T, ws string) launcher.MountPlan {
+			a := inode(t, filepath.Join(ws, ".git/config"))
 			os.Remove(filepath.Join(ws, ".git/config"))
-			return MountPlan{Protected: []policy.Anchor{a}}
+			return launcher.MountPlan{Protected: []launcher.Inode{a}}
 		}, "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -310,7 +311,7 @@ func TestEscapeSocketMasks(t *testing.T) {
 	}
 
 	before := mountsMentioning(t, dir)
-	res := applyInChild(t, MountPlan{Masked: got}, []string{"connect " + bus, "connect " + allowedBus})
+	res := applyInChild(t, launcher.MountPlan{Masked: got}, []string{"connect " + bus, "connect " + allowedBus})
 	if res["apply"] != "" {
 		t.Fatalf("Apply: %s", res["apply"])
 	}
@@ -370,7 +371,7 @@ func TestReadOnlyView(t *testing.T) {
 		list = append(list, k)
 	}
 	hostMounts := mountsMentioning(t, " / ")
-	got := applyInChild(t, MountPlan{ReadOnlyView: true, Writable: []string{inner, ws}}, list)
+	got := applyInChild(t, launcher.MountPlan{ReadOnlyView: true, Writable: []string{inner, ws}}, list)
 	if got["apply"] != "" {
 		t.Fatalf("Apply: %s", got["apply"])
 	}
@@ -397,19 +398,6 @@ func TestReadOnlyView(t *testing.T) {
 	}
 	if n := mountsMentioning(t, " / "); n != hostMounts {
 		t.Errorf("host mount table changed: %d lines mention / (was %d)", n, hostMounts)
-	}
-}
-
-func TestOutermost(t *testing.T) {
-	for _, tc := range []struct{ in, want []string }{
-		{[]string{"/a/b", "/a", "/c"}, []string{"/a", "/c"}},
-		{[]string{"/ab", "/a"}, []string{"/a", "/ab"}},
-		{[]string{"/tmp", "/dev/shm", "/tmp/x/y"}, []string{"/tmp", "/dev/shm"}},
-		{nil, nil},
-	} {
-		if got := outermost(tc.in); strings.Join(got, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("outermost(%v) = %v, want %v", tc.in, got, tc.want)
-		}
 	}
 }
 
@@ -459,7 +447,7 @@ func TestPrivateShm(t *testing.T) {
 		readOnly bool
 		write    string
 	}{{false, "OK"}, {true, "EROFS"}} {
-		got := applyInChild(t, MountPlan{PrivateShm: true, ShmReadOnly: tc.readOnly}, []string{"read " + host, "write " + inside})
+		got := applyInChild(t, launcher.MountPlan{PrivateShm: true, ShmReadOnly: tc.readOnly}, []string{"read " + host, "write " + inside})
 		if got["apply"] != "" {
 			t.Fatalf("Apply: %s", got["apply"])
 		}
@@ -519,12 +507,9 @@ func TestGlobMatchesWithCache(t *testing.T) {
 	}
 }
 
-// TestPrivateShmNeedsItsTmpfs: a plan with a private /dev/shm but no
-// tmpfs handed over fails closed (the host's /dev/shm is not left in
-// place of it).
-func TestPrivateShmNeedsItsTmpfs(t *testing.T) {
-	err := mountPrivateShm(0)
-	if err == nil || !strings.Contains(err.Error(), "no tmpfs given") {
-		t.Fatalf("mountPrivateShm without a tmpfs: %v, want the missing tmpfs named", err)
-	}
+// inode is p with its identity now, as PlanMounts puts a protected path
+// in the plan.
+func inode(t *testing.T, p string) launcher.Inode {
+	a := anchor(t, p)
+	return launcher.Inode{Path: a.Path, Dev: a.Dev, Ino: a.Ino}
 }

@@ -168,6 +168,9 @@ func (a *auditor) sessionStart(e *Entry) {
 	a.isOwnAuditSession(0)
 	defer a.release()
 	msg := fmt.Sprintf("session %s started: %s", e.ID, strings.Join(e.Command, " "))
+	if e.Launcher != "" {
+		msg += "; launcher " + e.Launcher
+	}
 	if a.startNote != "" {
 		msg += "; warning: " + a.startNote
 	}

@@ -7,8 +7,10 @@
 // everything down when the command exits. It also confines running process
 // trees (Attach) and lists and stops sessions.
 //
-// The launcher is this same binary re-executed with the hidden verb
-// LauncherVerb; its main is LauncherMain. Keeping it a separate process
+// The launcher is package launcher's program, cmd/oxsupervise-launch,
+// installed beside oxsupervise (internal/companion finds it), or without
+// one this binary re-executed with the hidden verb LauncherVerb
+// (launcherCommand decides). Keeping it a separate process
 // (rather than doing the setup in the supervisor) means the supervisor never
 // runs confined, and nothing of the command ever runs unconfined: the
 // launcher execs the command only after every layer is in place.

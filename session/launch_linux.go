@@ -17,20 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
-)
-
-// Exec gate messages on the launcher's gate socket.
-const (
-	gateMountsDone = 'm' // launcher: mount namespace built, nothing else done
-	gateGo         = 'g' // supervisor: gated layers active, go on to exec
+	"github.com/openoxide/oxsupervise/internal/companion"
+	"github.com/openoxide/oxsupervise/launcher"
 )
 
 // launched is a launcher started in a session's group that has not been
 // given its LaunchSpec yet: it waits for it on its spec pipe, and so can
 // run nothing, while the supervisor finishes the session's set-up (the
 // registry entry, the audit sink, the layers applied before exec). The
-// start of the launcher process (exec of this binary, Go's start-up) thus
-// overlaps that work instead of following it.
+// start of the launcher process (its exec and Go's start-up) thus overlaps
+// that work instead of following it.
 type launched struct {
 	cmd        *exec.Cmd
 	specW      *os.File // the spec pipe: EOF without a spec fails the launcher
@@ -40,11 +36,112 @@ type launched struct {
 	sigs       chan os.Signal
 	// shmFD is the launcher's fd of the private /dev/shm, 0 without one.
 	shmFD int
+	// program is the launcher that was executed, for the session's
+	// records (Entry.Launcher).
+	program string
+}
+
+// launcherExec is a session's launcher, ready to be started.
+type launcherExec struct {
+	// cmd executes it; the caller sets the standard streams and
+	// SysProcAttr.
+	cmd *exec.Cmd
+	// program names it for the session's records (Entry.Launcher): the
+	// launcher program's path, or the re-executed binary and LauncherVerb.
+	program string
+	// prog is the launcher program, nil for a re-executed binary.
+	prog *companion.Program
+}
+
+// close releases the launcher program's descriptor once the launcher
+// started (or will not be).
+func (x *launcherExec) close() {
+	if x.prog != nil {
+		x.prog.Close()
+	}
+}
+
+// launcherCommand is the one place that decides which launcher a session
+// uses (Run, standalone or for the daemon, and RunNested), to be executed
+// with extra as its descriptors 3, 4, ...:
+//   - selfExe, when the caller names one (a test binary that is its own
+//     launcher), executed with LauncherVerb;
+//   - else the launcher program installed beside oxsupervise
+//     (companion.Launcher, a program of the standard library and x/sys
+//     only), executed through the descriptor of the file that was checked,
+//     passed as its last extra descriptor;
+//   - else, when none is installed (a `go build` of cmd/oxsupervise
+//     alone), this binary re-executed with LauncherVerb: the same launcher
+//     (package launcher), slower to start (`oxsupervise doctor` says so).
+//
+// A launcher program that fails its check (owner, mode) is an error, not
+// a reason to fall back: nothing runs.
+func launcherCommand(selfExe string, extra []*os.File) (*launcherExec, error) {
+	x := &launcherExec{cmd: &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: []string{}, ExtraFiles: extra}}
+	if selfExe != "" {
+		x.program = selfExe + " " + LauncherVerb
+		return x, nil
+	}
+	prog, err := companion.Find(companion.Launcher)
+	switch {
+	case errors.Is(err, companion.ErrNotFound):
+		self, _ := os.Executable()
+		x.cmd.Path, x.program = "/proc/self/exe", self+" "+LauncherVerb
+		return x, nil
+	case err != nil:
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("the session launcher: %w", err)}
+	}
+	x.prog, x.program = prog, prog.Path
+	x.cmd.ExtraFiles = append(extra[:len(extra):len(extra)], prog.File)
+	x.cmd.Path = companion.ExecPath(3 + len(extra))
+	x.cmd.Args = []string{companion.Launcher}
+	return x, nil
+}
+
+// specBytes is spec as the launcher reads it, stamped with the version of
+// this build's launcher package (launcher.SpecVersion).
+func specBytes(spec LaunchSpec) []byte {
+	spec.Version = launcher.SpecVersion
+	b, _ := json.Marshal(spec)
+	return b
+}
+
+// launchFailed is the result of a launcher that reported status, its
+// launcher.Failure, instead of executing the command; a status that does
+// not decode is a failure of layer unreadable.
+func launchFailed(status []byte, unreadable string) (int, error) {
+	var f launcher.Failure
+	if err := json.Unmarshal(status, &f); err != nil {
+		return 0, &BoundaryError{Layer: unreadable, Err: fmt.Errorf("launcher: %s", status)}
+	}
+	if f.Exec != 0 {
+		return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
+	}
+	return 0, &BoundaryError{Layer: stepLayer(f.Step), Err: errors.New(f.Error)}
+}
+
+// stepLayer is the layer of the session a step of the launcher builds.
+func stepLayer(s launcher.Step) string {
+	switch s {
+	case launcher.StepLoopback:
+		return LayerNetNS
+	case launcher.StepExecGate:
+		return LayerBPFLSM
+	case launcher.StepLandlock:
+		return LayerLandlock
+	case launcher.StepCredentials:
+		return "credentials"
+	case launcher.StepSeccomp:
+		return LayerSeccomp
+	}
+	// Reading the spec, the mounts, the inherited descriptors: the
+	// launcher's own set-up, in the namespace it was born in.
+	return LayerMountNS
 }
 
 // startLauncher starts the launcher in group, in a new mount namespace
 // (and network namespace with netns), with an exec gate when execGate is
-// set, and shm (the session's own /dev/shm, landlock.NewPrivateShm) as
+// set, and shm (the session's own /dev/shm, launcher.NewPrivateShm) as
 // the fd the launch spec's Mounts.ShmFD names. The calling goroutine stays locked to its thread until release:
 // the parent-death signal is the forking thread's.
 func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, shm *os.File) (*launched, error) {
@@ -79,35 +176,30 @@ func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, s
 		l.gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
 		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
 		l.files = append(l.files, l.gateParent, gateChild)
-		extra = append(extra, gateChild) // gateFD
+		extra = append(extra, gateChild) // launcher.GateFD
 	}
 	if shm != nil {
 		l.shmFD = 3 + len(extra)
 		extra = append(extra, shm)
 	}
 
-	self := opts.SelfExe
-	if self == "" {
-		self = "/proc/self/exe"
+	x, err := launcherCommand(opts.SelfExe, extra)
+	if err != nil {
+		return fail(err)
 	}
+	defer x.close()
+	cmd := x.cmd
+	l.program = x.program
 	cloneflags := uintptr(syscall.CLONE_NEWNS)
 	if netns {
 		cloneflags |= syscall.CLONE_NEWNET
 	}
-	cmd := &exec.Cmd{
-		Path:       self,
-		Args:       []string{"oxsupervise", LauncherVerb},
-		Env:        []string{},
-		Stdin:      opts.Stdin,
-		Stdout:     opts.Stdout,
-		Stderr:     opts.Stderr,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			UseCgroupFD: true,
-			CgroupFD:    int(cgFD.Fd()),
-			Cloneflags:  cloneflags,
-			Pdeathsig:   syscall.SIGKILL,
-		},
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		UseCgroupFD: true,
+		CgroupFD:    int(cgFD.Fd()),
+		Cloneflags:  cloneflags,
+		Pdeathsig:   syscall.SIGKILL,
 	}
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -133,7 +225,7 @@ func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, s
 	specR.Close()
 	statusW.Close()
 	if l.gateParent != nil {
-		extra[gateFD-3].Close()
+		extra[launcher.GateFD-3].Close()
 	}
 	return l, nil
 }
@@ -170,14 +262,13 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 	defer l.release()
 	tm := opts.Timing
 	cmd := l.cmd
-	b, _ := json.Marshal(spec)
-	_, werr := l.specW.Write(b)
+	_, werr := l.specW.Write(specBytes(spec))
 	l.specW.Close()
 	if l.gateParent != nil && werr == nil {
 		var msg [1]byte
 		// EOF: the launcher failed before its mounts were done; its
 		// status says why.
-		if n, _ := l.gateParent.Read(msg[:]); n == 1 && msg[0] == gateMountsDone {
+		if n, _ := l.gateParent.Read(msg[:]); n == 1 && msg[0] == launcher.GateMountsDone {
 			tm.Mark("launcher at the exec gate")
 			if err := activate(); err != nil {
 				// The launcher has not exec'd: nothing of the command ran.
@@ -185,7 +276,7 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 				cmd.Wait()
 				return 0, err
 			}
-			if _, err := l.gateParent.Write([]byte{gateGo}); err != nil {
+			if _, err := l.gateParent.Write([]byte{launcher.GateGo}); err != nil {
 				cmd.Process.Kill()
 				cmd.Wait()
 				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
@@ -199,19 +290,13 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 	tm.Mark("command executed")
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
-		var f launchFailure
 		if werr != nil {
 			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("send launch spec: %w", werr)}
 		}
-		if err := json.Unmarshal(status, &f); err != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("launcher: %s", status)}
-		}
-		if f.Exec != 0 {
-			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
-		}
-		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
+		return launchFailed(status, LayerMountNS)
 	}
 	entry.PID = cmd.Process.Pid
+	entry.Launcher = l.program
 	if err := opts.Registry.Put(*entry); err != nil {
 		fmt.Fprintf(warnOrDiscard(opts.Warn), "oxsupervise: session %s: %v\n", entry.ID, err)
 	}

@@ -60,7 +60,7 @@ type SessionInfo struct {
 	// layer given none opens Policy.Audit.Path itself and closes it when
 	// the session ends.
 	Audit *audit.FileSink
-	// PrivateShm is run's private /dev/shm (landlock.NewPrivateShm) when
+	// PrivateShm is run's private /dev/shm (launcher.NewPrivateShm) when
 	// the session may write it, nil otherwise: a tmpfs mounted only in
 	// the session's mount namespace, which no path of the policy names.
 	// The BPF-LSM layer lets the session write below its root.

@@ -4,12 +4,10 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -23,6 +21,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/landlock"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/quarantine"
@@ -79,7 +78,7 @@ type Nested struct {
 	parentPath string
 	group      *cgroup.Group
 	info       SessionInfo
-	ruleset    *landlock.Ruleset
+	ruleset    *launcher.Ruleset
 	// bpflsm says the parent's filesystem layer, which the child has, is
 	// BPF-LSM.
 	bpflsm bool
@@ -116,7 +115,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 			return nil, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)}
 		}
 	}
-	var ruleset *landlock.Ruleset
+	var ruleset *launcher.Ruleset
 	if opts.Plan.Landlock != planner.Absent {
 		rs, _, err := landlock.Plan(c, opts.Plan.LandlockABI)
 		if err != nil {
@@ -384,11 +383,14 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 	// Pdeathsig is the forking thread's: the command dies with this run.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{"oxsupervise", LauncherVerb}, Env: []string{},
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{specR, statusW},
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	x, err := launcherCommand("", []*os.File{specR, statusW})
+	if err != nil {
+		return 0, err
 	}
+	defer x.close()
+	cmd := x.cmd
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	defer signal.Stop(sigs)
@@ -407,8 +409,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 		}
 	}
-	b, _ := json.Marshal(spec)
-	_, werr := specW.Write(b)
+	_, werr := specW.Write(specBytes(spec))
 	specW.Close()
 	status, _ := io.ReadAll(statusR)
 	if werr != nil || len(status) > 0 {
@@ -416,14 +417,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 		if werr != nil {
 			return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("send launch spec: %w", werr)}
 		}
-		var f launchFailure
-		if err := json.Unmarshal(status, &f); err != nil {
-			return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("launcher: %s", status)}
-		}
-		if f.Exec != 0 {
-			return f.Exec, &ExecError{f.Exec, errors.New(f.Error)}
-		}
-		return 0, &BoundaryError{Layer: f.Layer, Err: errors.New(f.Error)}
+		return launchFailed(status, LayerLandlock)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -15,10 +15,6 @@ import (
 // OS (Run, Attach, List and the launcher exist on Linux only; elsewhere they
 // return an error saying so).
 
-// LauncherVerb is the hidden first argument that turns the binary into the
-// launcher. The supervisor passes it; users never do.
-const LauncherVerb = "__launch"
-
 // RunOptions are the inputs of Run.
 type RunOptions struct {
 	// Timing, when set, is told when each phase of the session's start
@@ -46,7 +42,8 @@ type RunOptions struct {
 	// QuarantineDir receives protected entries a session creates on the
 	// Landlock path; "" means quarantine.DefaultDir.
 	QuarantineDir string
-	// SelfExe is the launcher binary; "" means /proc/self/exe.
+	// SelfExe is a binary that is its own launcher (LauncherVerb), such
+	// as a test binary; "" means the launcher findLauncher decides.
 	SelfExe  string
 	Cgroup   cgroup.Config
 	Registry Registry

@@ -11,9 +11,6 @@ import (
 
 var errNotSupported = errors.New("sessions are not supported on this OS")
 
-// LauncherMain is the launcher (Linux only).
-func LauncherMain() int { return 125 }
-
 // Run runs a command in a new session.
 func Run(ctx context.Context, opts RunOptions) (int, error) { return 0, errNotSupported }
 

@@ -39,6 +39,10 @@ type Entry struct {
 	Layers        []string  `json:"layers"`
 	PolicyDigest  string    `json:"policy_digest,omitempty"`
 	Started       time.Time `json:"started"`
+	// Launcher is the launcher the session's command was started by
+	// (launcherCommand): the launcher program, or the supervisor
+	// re-executed; "" for attach sessions.
+	Launcher string `json:"launcher,omitempty"`
 }
 
 // Registry is the directory of session entries.

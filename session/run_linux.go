@@ -16,6 +16,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/landlock"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -24,8 +25,8 @@ import (
 // the mount namespace, the empty network namespace), bound to this policy
 // before anything is created.
 type Plan struct {
-	Landlock *landlock.Ruleset
-	Mounts   landlock.MountPlan
+	Landlock *launcher.Ruleset
+	Mounts   launcher.MountPlan
 	// NetNS starts the command in a new, empty network namespace: how
 	// network "none" is enforced when no cgroup network layer is given.
 	NetNS bool
@@ -95,7 +96,7 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 		// view's tracer runs only without it). A symlink at a protected
 		// name stays in the plan: the mount layer refuses to follow it and
 		// names the command that fixes it, as on the Landlock path.
-		m.Protected = slices.DeleteFunc(m.Protected, func(a policy.Anchor) bool {
+		m.Protected = slices.DeleteFunc(m.Protected, func(a launcher.Inode) bool {
 			fi, err := os.Lstat(a.Path)
 			return err == nil && fi.Mode()&os.ModeSymlink == 0
 		})
@@ -167,7 +168,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// filesystem must be known to the layers before the command runs.
 	var shm *os.File
 	if plan.Mounts.PrivateShm {
-		if shm, err = landlock.NewPrivateShm(plan.Mounts.ShmReadOnly); err != nil {
+		if shm, err = launcher.NewPrivateShm(plan.Mounts.ShmReadOnly); err != nil {
 			return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 		}
 		defer shm.Close()

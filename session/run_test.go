@@ -14,11 +14,16 @@ import (
 	"time"
 )
 
-func TestRunWorkspaceWrite(t *testing.T) {
+func TestRunWorkspaceWrite(t *testing.T) { runWorkspaceWrite(t, bin) }
+
+// runWorkspaceWrite runs TestRunWorkspaceWrite with exe as oxsupervise and
+// returns the session's audit log.
+func runWorkspaceWrite(t *testing.T, exe string) string {
 	requireRoot(t)
 	abi := landlockABI(t)
 	cg2 := cgroup2Mount(t)
 	e := newEnv(t)
+	e.bin = exe
 	tmpFile := filepath.Join("/tmp", fmt.Sprintf("oxs-test-%d", time.Now().UnixNano()))
 	t.Cleanup(func() { os.Remove(tmpFile) })
 	etcFile := fmt.Sprintf("/etc/oxs-test-%d", time.Now().UnixNano())
@@ -106,6 +111,7 @@ func TestRunWorkspaceWrite(t *testing.T) {
 	if log := e.git(t, "log", "--oneline"); !strings.Contains(log, "from session") {
 		t.Errorf("git commit inside the session did not land; git log:\n%s", log)
 	}
+	return filepath.Join(e.base, "audit.jsonl")
 }
 
 func TestRunDenyReadInsideWritableRoot(t *testing.T) {

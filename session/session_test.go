@@ -23,7 +23,9 @@ import (
 
 // bin and fsop are built once in TestMain: the tests run oxsupervise the
 // way a user does.
-var bin, fsop string
+// bin is the built oxsupervise and launcherProgram the launcher program
+// built beside it (cmd/oxsupervise-launch).
+var bin, launcherProgram, fsop string
 
 func TestMain(m *testing.M) {
 	// The in-process tests (Run called directly) use this test binary as
@@ -45,7 +47,9 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, "oxsupervise")
 	fsop = filepath.Join(dir, "fsop")
-	for _, b := range [][2]string{{bin, "../cmd/oxsupervise"}, {fsop, "./testdata/fsop"}} {
+	// The launcher program beside it, as installed: sessions use it.
+	launcherProgram = filepath.Join(dir, "oxsupervise-launch")
+	for _, b := range [][2]string{{bin, "../cmd/oxsupervise"}, {launcherProgram, "../cmd/oxsupervise-launch"}, {fsop, "./testdata/fsop"}} {
 		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b[1], err, out)
@@ -117,6 +121,8 @@ func cgroup2Mount(t *testing.T) string {
 // a default writable root.
 type env struct {
 	base, ws, home, outside string
+	// bin is the oxsupervise run uses; "" is the built one (bin).
+	bin string
 }
 
 func newEnv(t *testing.T) *env {
@@ -191,7 +197,11 @@ func (e *env) run(t *testing.T, extraEnv []string, args ...string) result {
 		// Keep test records out of the machine's audit log.
 		args = append([]string{"run", "--audit-log", filepath.Join(e.base, "audit.jsonl")}, args[1:]...)
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	exe := bin
+	if e.bin != "" {
+		exe = e.bin
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
 	// A descendant holding stdout must not turn a timeout into a hang.
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = e.ws
@@ -277,7 +287,7 @@ var (
 	// it was, which the test checks afterwards.
 	noRefer = []string{"EXDEV", "EACCES"}
 	// Outside the writable roots the Landlock path's mount namespace is
-	// read-only (landlock.MountPlan.ReadOnlyView): the VFS refuses a
+	// read-only (launcher.MountPlan.ReadOnlyView): the VFS refuses a
 	// change there with EROFS before Landlock is asked.
 	outsideRoots = readOnly
 )

@@ -24,16 +24,28 @@ mkdir -m 0755 "$stage"
 "$GO" build -trimpath -buildmode=pie \
 	-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
 	-o "$work/oxsupervise" ./cmd/oxsupervise
+# The companions (COMPANIONS, as the Makefile lists them) go to
+# /usr/libexec/oxsupervise. They link no C library (no cgo): static
+# executables, skipping the dynamic loader at every session's start
+# (dist/deb/lintian-overrides says so to lintian).
+: "${COMPANIONS:?COMPANIONS= the programs beside oxsupervise (the Makefile lists them)}"
+companions=
+for prog in $COMPANIONS; do
+	CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/$prog" "./cmd/$prog"
+	companions="$companions $work/$prog"
+done
 "$GO" run ./internal/clidoc/cmd/clidoc --bin "$work/oxsupervise" --version "$VERSION" \
 	--date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --out "$work/doc"
 
-BIN=$work/oxsupervise DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
+BIN=$work/oxsupervise COMPANIONS="$companions" DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
 	dist/install.sh
 # The postinst creates the audit log directory (0700): dpkg would
 # otherwise own it, and lintian expects 0755 for shipped directories.
 rmdir "$stage/var/log/oxsupervise" "$stage/var/log" "$stage/var"
 
 doc=$stage/usr/share/doc/oxsupervise
+install -d -m 0755 "$stage/usr/share/lintian/overrides"
+install -m 0644 dist/deb/lintian-overrides "$stage/usr/share/lintian/overrides/oxsupervise"
 install -m 0644 dist/deb/copyright "$doc/copyright"
 sed -e "s|@VERSION@|$VERSION|" -e "s|@REVISION@|$(git rev-parse --short HEAD 2>/dev/null || echo unknown)|" \
 	-e "s|@DATE@|$(date -u -R -d "@$SOURCE_DATE_EPOCH")|" dist/deb/changelog.in | gzip -9n >"$doc/changelog.gz"
@@ -44,7 +56,7 @@ chmod 0644 "$doc/changelog.gz"
 # static build), plus deb-systemd-helper for the maintainer scripts.
 mkdir "$work/shlibs" "$work/shlibs/debian"
 printf 'Source: oxsupervise\n\nPackage: oxsupervise\nArchitecture: any\n' >"$work/shlibs/debian/control"
-shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" "$stage"/usr/libexec/oxsupervise/* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 depends="init-system-helpers (>= 1.54~)${shlibs:+, $shlibs}"
 
 mkdir -m 0755 "$stage/DEBIAN"

@@ -27,7 +27,7 @@ import (
 // The companions' file names.
 const (
 	// Launcher builds a session's boundary inside its cgroup and mount
-	// namespace and execs the command (session.LauncherMain): a small
+	// namespace and execs the command (package launcher): a small
 	// program, so that a session's start does not pay the start-up of
 	// the whole supervisor a second time.
 	Launcher = "oxsupervise-launch"

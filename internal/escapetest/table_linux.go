@@ -68,7 +68,7 @@ func (r Record) String() string {
 }
 
 // What run says about the boundaries a path lacks (planner.decideRun,
-// landlock.Ruleset): the rows that rest on them quote them.
+// landlock.Plan): the rows that rest on them quote them.
 const (
 	pathSocketsNotBlocked = "connections to pathname unix sockets outside writable roots are NOT blocked"
 	noAbstractScoping     = "no signal or abstract-unix-socket scoping"

@@ -26,8 +26,16 @@ func BuildGuest(ctx context.Context, dir string) (string, error) {
 }
 
 // cliPackage is the oxsupervise command. BuildTests builds it next to
-// the test binaries, as building it inside the guest (TCG) is slow.
+// the test binaries, as building it inside the guest (TCG) is slow, with
+// the programs installed beside it (internal/companion): the session
+// launcher, which its sessions then use as an installed oxsupervise does.
 const cliPackage = "github.com/openoxide/oxsupervise/cmd/oxsupervise"
+
+// cliCompanions are the packages of the programs built beside it, by
+// file name.
+var cliCompanions = map[string]string{
+	"oxsupervise-launch": "github.com/openoxide/oxsupervise/cmd/oxsupervise-launch",
+}
 
 // CLIEnv names the environment variable that gives every guest job the
 // path of the oxsupervise binary BuildTests built, for tests of the
@@ -88,6 +96,13 @@ func BuildTests(ctx context.Context, dir string, pkgs []string, opts TestOptions
 			defer func() { <-sem }()
 			if err := goCommand(ctx, "build", "-o", filepath.Join(dir, "oxsupervise"), cliPackage); err != nil {
 				errs[len(jobs)] = fmt.Errorf("build the oxsupervise command: %w", err)
+				return
+			}
+			for name, pkg := range cliCompanions {
+				if err := goCommand(ctx, "build", "-o", filepath.Join(dir, name), pkg); err != nil {
+					errs[len(jobs)] = fmt.Errorf("build %s beside the oxsupervise command: %w", name, err)
+					return
+				}
 			}
 		}()
 	}

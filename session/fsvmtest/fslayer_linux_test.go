@@ -225,6 +225,17 @@ awk '$5 == "/proc/sys" && $6 ~ /^ro/ { print "present" }' /proc/self/mountinfo >
 	}
 	first, layers := sessionOf(t, e.auditLog, 0)
 	expectDenial(t, e.auditLog, first, "mkdir", filepath.Join(e.ws, ".codex"))
+	// The runner builds the launcher program beside the binary, as an
+	// installation has it: the session (with its exec gate) used it.
+	cliDir, err := filepath.EvalSymlinks(filepath.Dir(cli))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records(t, e.auditLog) {
+		if want := "; launcher " + filepath.Join(cliDir, "oxsupervise-launch"); r.Ox.Kind == audit.KindSessionStart && !strings.Contains(r.Message, want) {
+			t.Errorf("session_start %q does not name the launcher program (%q)", r.Message, want)
+		}
+	}
 	if !strings.Contains(layers, session.LayerBPFLSM) || !strings.Contains(layers, session.LayerMountNS) {
 		t.Errorf("session layers %q lack bpf-lsm or the mount namespace", layers)
 	}

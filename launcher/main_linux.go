@@ -1,6 +1,6 @@
 //go:build linux
 
-package session
+package launcher
 
 import (
 	"encoding/json"
@@ -12,76 +12,22 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/openoxide/oxsupervise/landlock"
 )
 
-// The launcher's inherited descriptors.
-const (
-	specFD   = 3 // the LaunchSpec, JSON, until EOF
-	statusFD = 4 // close-on-exec: EOF means the command was executed
-	// gateFD, present when LaunchSpec.ExecGate is set, is a socket to the
-	// supervisor: the launcher sends gateMountsDone once its mount
-	// namespace is built and waits for gateGo before it goes on.
-	gateFD = 5
-)
-
-// LaunchSpec is everything the launcher needs; the supervisor computes it so
-// that the launcher makes no policy decisions of its own.
-type LaunchSpec struct {
-	SessionID string   `json:"session_id"`
-	Path      string   `json:"path"`
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Dir       string   `json:"dir"`
-	UID       int      `json:"uid"`
-	GID       int      `json:"gid"`
-	Groups    []int    `json:"groups"`
-	// Capabilities are the only ones the command keeps (policy
-	// sandbox.capabilities, by name); every other one is dropped from
-	// all five sets, root included.
-	Capabilities []string `json:"capabilities,omitempty"`
-
-	Mounts   landlock.MountPlan `json:"mounts"`
-	Landlock *landlock.Ruleset  `json:"landlock,omitempty"`
-	// RestrictSockets makes the seccomp filter refuse socket families
-	// and types the network layers cannot judge (network is not "full").
-	RestrictSockets bool `json:"restrict_sockets,omitempty"`
-	// LoopbackUp brings up lo in the launcher's private network namespace
-	// (only meaningful when the supervisor cloned one).
-	LoopbackUp bool `json:"loopback_up,omitempty"`
-	// ExecGate makes the launcher wait at the exec gate (gateFD) after
-	// building its mount namespace: the supervisor activates the layers
-	// that would refuse those mounts (BPF-LSM) only then.
-	ExecGate bool `json:"exec_gate,omitempty"`
-	// Nested is a nested session's launcher (StartNested): started by
-	// the nested `run` inside its parent session, which has no privilege
-	// left to use. It keeps the caller's credentials, audit session and
-	// mount namespace (the parent's, already built and dropped) and only
-	// narrows them: the stacked Landlock domain, no_new_privs and the
-	// seccomp filter.
-	Nested bool `json:"nested,omitempty"`
-}
-
-// launchFailure is what the launcher reports on the status pipe.
-type launchFailure struct {
-	Layer string `json:"layer,omitempty"` // set when a boundary layer failed
-	Exec  int    `json:"exec,omitempty"`  // set when exec of the command failed
-	Error string `json:"error"`
-}
-
-// LauncherMain is the launcher process: it builds the boundary inside the
-// session cgroup and private mount namespace it was born in, then execs
-// the command. It returns only on failure, with the exit code to use.
-func LauncherMain() int {
+// Main is the launcher process: it builds the boundary inside the session
+// cgroup and private mount namespace it was born in, then execs the
+// command. It returns only on failure, with the exit code to use: 125 when
+// the boundary could not be built (nothing ran), 126 or 127 when the
+// command could not be executed.
+func Main() int {
 	// Credentials, no_new_privs and the Landlock domain are per thread:
 	// everything happens on this thread, which then execs.
 	runtime.LockOSThread()
 	// The supervisor, whose death must take the command with it (see
 	// rearmParentDeathSignal).
 	supervisor := unix.Getppid()
-	status := os.NewFile(statusFD, "status")
-	fail := func(f launchFailure, code int) int {
+	status := os.NewFile(StatusFD, "status")
+	fail := func(f Failure, code int) int {
 		b, _ := json.Marshal(f)
 		if status != nil {
 			status.Write(b)
@@ -90,44 +36,56 @@ func LauncherMain() int {
 		}
 		return code
 	}
-	specFile := os.NewFile(specFD, "spec")
-	if !fdOpen(specFD) || !fdOpen(statusFD) {
+	specFile := os.NewFile(SpecFD, "spec")
+	if !fdOpen(SpecFD) || !fdOpen(StatusFD) {
 		fmt.Fprintln(os.Stderr, "oxsupervise: the launcher is internal and only started by `oxsupervise run`")
 		return 125
 	}
-	b, err := io.ReadAll(specFile)
+	spec, err := readSpec(specFile)
 	specFile.Close()
 	if err != nil {
-		return fail(launchFailure{Layer: LayerMountNS, Error: fmt.Sprintf("read launch spec: %v", err)}, 125)
+		return fail(Failure{Step: StepSpec, Error: err.Error()}, 125)
 	}
-	var spec LaunchSpec
-	if err := json.Unmarshal(b, &spec); err != nil {
-		return fail(launchFailure{Layer: LayerMountNS, Error: fmt.Sprintf("decode launch spec: %v", err)}, 125)
-	}
-	if layer, err := buildBoundary(&spec, supervisor); err != nil {
-		return fail(launchFailure{Layer: layer, Error: err.Error()}, 125)
+	if step, err := buildBoundary(&spec, supervisor); err != nil {
+		return fail(Failure{Step: step, Error: err.Error()}, 125)
 	}
 	err = unix.Exec(spec.Path, spec.Argv, spec.Env)
 	code := 126
 	if errors.Is(err, unix.ENOENT) {
 		code = 127
 	}
-	return fail(launchFailure{Exec: code, Error: fmt.Sprintf("exec %s: %v", spec.Path, err)}, code)
+	return fail(Failure{Exec: code, Error: fmt.Sprintf("exec %s: %v", spec.Path, err)}, code)
 }
 
-// buildBoundary does every step before exec and names the layer that failed.
-func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
+// readSpec decodes the spec strictly: a field this launcher does not know,
+// or another SpecVersion, means the supervisor is from another build and
+// asks for a boundary this launcher might not build.
+func readSpec(r io.Reader) (Spec, error) {
+	var spec Spec
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return Spec{}, fmt.Errorf("decode launch spec (is the launcher from the same build as oxsupervise?): %w", err)
+	}
+	if spec.Version != SpecVersion {
+		return Spec{}, fmt.Errorf("launch spec version %d, this launcher reads version %d: the launcher and oxsupervise are from different builds", spec.Version, SpecVersion)
+	}
+	return spec, nil
+}
+
+// buildBoundary does every step before exec and names the one that failed.
+func buildBoundary(spec *Spec, supervisor int) (Step, error) {
 	if spec.Nested {
 		return buildNested(spec, supervisor)
 	}
 	// Before the mounts: /proc is read-only after them.
 	newAuditSession(spec.UID)
 	if err := spec.Mounts.Apply(); err != nil {
-		return LayerMountNS, err
+		return StepMounts, err
 	}
 	if spec.LoopbackUp {
 		if err := loopbackUp(); err != nil {
-			return LayerNetNS, err
+			return StepLoopback, err
 		}
 	}
 	if spec.ExecGate {
@@ -135,37 +93,37 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 		// too: no more mounts. Everything after this only narrows what
 		// the launcher may do, and then it execs.
 		if err := awaitExecGate(); err != nil {
-			return LayerBPFLSM, err
+			return StepExecGate, err
 		}
 	}
 	prepared, err := spec.Landlock.Prepare()
 	if err != nil {
-		return LayerLandlock, err
+		return StepLandlock, err
 	}
 	// Every inherited descriptor beyond stdio (and the ruleset and status
 	// fds) disappears at exec: sockets or files opened outside the session
 	// would bypass its rules.
 	if err := cloexecFrom(3); err != nil {
-		return LayerMountNS, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+		return StepDescriptors, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
 	}
 	if err := dropPrivileges(spec); err != nil {
-		return "credentials", err
+		return StepCredentials, err
 	}
 	if err := rearmParentDeathSignal(supervisor); err != nil {
-		return "credentials", err
+		return StepCredentials, err
 	}
 	if err := unix.Chdir(spec.Dir); err != nil {
-		return "credentials", fmt.Errorf("chdir %s as uid %d: %w", spec.Dir, spec.UID, err)
+		return StepCredentials, fmt.Errorf("chdir %s as uid %d: %w", spec.Dir, spec.UID, err)
 	}
 	if prepared == nil {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return "credentials", fmt.Errorf("set no_new_privs: %w", err)
+			return StepCredentials, fmt.Errorf("set no_new_privs: %w", err)
 		}
 	} else if err := prepared.RestrictSelf(); err != nil {
-		return LayerLandlock, err
+		return StepLandlock, err
 	}
 	if err := installSessionFilter(spec.RestrictSockets); err != nil {
-		return LayerSeccomp, err
+		return StepSeccomp, err
 	}
 	return "", nil
 }
@@ -174,30 +132,30 @@ func buildBoundary(spec *LaunchSpec, supervisor int) (string, error) {
 // session's launcher built is inherited, and only what narrows it is done
 // again. landlock_restrict_self stacks the child's ruleset on the parent's
 // domain: an access then needs both.
-func buildNested(spec *LaunchSpec, supervisor int) (string, error) {
+func buildNested(spec *Spec, supervisor int) (Step, error) {
 	prepared, err := spec.Landlock.Prepare()
 	if err != nil {
-		return LayerLandlock, err
+		return StepLandlock, err
 	}
 	if err := cloexecFrom(3); err != nil {
-		return LayerMountNS, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+		return StepDescriptors, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
 	}
 	if err := rearmParentDeathSignal(supervisor); err != nil {
-		return "credentials", err
+		return StepCredentials, err
 	}
 	if err := unix.Chdir(spec.Dir); err != nil {
-		return "credentials", fmt.Errorf("chdir %s: %w", spec.Dir, err)
+		return StepCredentials, fmt.Errorf("chdir %s: %w", spec.Dir, err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return "credentials", fmt.Errorf("set no_new_privs: %w", err)
+		return StepCredentials, fmt.Errorf("set no_new_privs: %w", err)
 	}
 	if prepared != nil {
 		if err := prepared.RestrictSelf(); err != nil {
-			return LayerLandlock, err
+			return StepLandlock, err
 		}
 	}
 	if err := installSessionFilter(spec.RestrictSockets); err != nil {
-		return LayerSeccomp, err
+		return StepSeccomp, err
 	}
 	return "", nil
 }
@@ -242,16 +200,16 @@ func loopbackUp() error {
 // awaitExecGate tells the supervisor the mounts are done and waits until
 // it has activated the gated layers.
 func awaitExecGate() error {
-	if !fdOpen(gateFD) {
+	if !fdOpen(GateFD) {
 		return errors.New("exec gate: descriptor missing")
 	}
-	gate := os.NewFile(gateFD, "exec-gate")
+	gate := os.NewFile(GateFD, "exec-gate")
 	defer gate.Close()
-	if _, err := gate.Write([]byte{gateMountsDone}); err != nil {
+	if _, err := gate.Write([]byte{GateMountsDone}); err != nil {
 		return fmt.Errorf("exec gate: %w", err)
 	}
 	var msg [1]byte
-	if n, err := gate.Read(msg[:]); n != 1 || msg[0] != gateGo {
+	if n, err := gate.Read(msg[:]); n != 1 || msg[0] != GateGo {
 		return fmt.Errorf("exec gate: the supervisor did not activate the session's layers (%v)", err)
 	}
 	return nil

@@ -1,6 +1,6 @@
 //go:build linux
 
-package session
+package launcher
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func capabilityMask(names []string) (uint64, error) {
 // the kept ones. The raw, per-thread syscalls are deliberate: the thread
 // that execs is the one whose credentials the command gets, and Go's
 // all-threads variants fail in binaries that use cgo.
-func dropPrivileges(spec *LaunchSpec) error {
+func dropPrivileges(spec *Spec) error {
 	keep, err := capabilityMask(spec.Capabilities)
 	if err != nil {
 		return err
@@ -100,7 +100,7 @@ func dropPrivileges(spec *LaunchSpec) error {
 }
 
 // switchUser sets the supplementary groups, gid and uid of this thread.
-func switchUser(spec *LaunchSpec) error {
+func switchUser(spec *Spec) error {
 	groups := make([]uint32, len(spec.Groups))
 	for i, g := range spec.Groups {
 		groups[i] = uint32(g)
