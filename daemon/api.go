@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,18 @@ import (
 
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/oxsupervise/api.sock"
+
+// SocketEnv overrides DefaultSocket for every client verb and for the
+// daemon itself (tests, and sessions whose daemon listens elsewhere).
+const SocketEnv = "OXSUPERVISE_SOCKET"
+
+// EnvSocket is $OXSUPERVISE_SOCKET, or DefaultSocket when it is unset.
+func EnvSocket() string {
+	if s := os.Getenv(SocketEnv); s != "" {
+		return s
+	}
+	return DefaultSocket
+}
 
 // MaxRequestBytes bounds every request body. A run request carries the
 // client's environment, which is rarely above a few KiB.

@@ -78,7 +78,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
-			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
+			s.refusedStart(be.Layer) // observe_linux.go
 			msg := fmt.Sprintf("pid %d: boundary not built: %v; nothing was moved", req.PID, be)
 			if rem := doctor.RefusalRemedy(err); rem != "" {
 				msg += "\n" + strings.TrimRight(rem, "\n")

@@ -94,7 +94,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	if err != nil {
 		f := session.FailureOf(err)
 		if f.Code == ExitNoBoundary {
-			s.metrics.RefusedStart(f.Layer) // metrics_linux.go
+			s.refusedStart(f.Layer) // observe_linux.go
 			if rem := doctor.RefusalRemedy(err); rem != "" {
 				f.Message += "\n" + strings.TrimRight(rem, "\n")
 			}

@@ -1,7 +1,9 @@
 //go:build linux
 
-// Package launchfirst turns the binary into the session launcher
-// (session.LauncherMain) when it is started with session.LauncherVerb, as
+// Package launchfirst turns the binary importing it (oxsupervise, and the
+// daemon program oxsupervised, whose sessions' launcher is itself) into
+// the session launcher (session.LauncherMain) when it is started with
+// session.LauncherVerb, as
 // early in the program's initialization as Go allows: packages are
 // initialized in import-path order as soon as their own imports are, so
 // this one runs right after package session and what it imports, before
