@@ -32,11 +32,16 @@ VMTEST_RUN   ?=
 
 all: build
 
-build:
-	$(GO) build -o bin/oxsupervise ./cmd/oxsupervise
+# The programs oxsupervise executes (internal/companion), each built from
+# ./cmd/NAME: beside it in bin/, in PREFIX/libexec/oxsupervise when
+# installed.
+COMPANIONS := oxsupervised
 
-# Install for other distributions: the binary, the systemd unit (naming
-# BINDIR), man pages and completions generated from the verbs' --help
+build:
+	$(GO) build -o bin/ ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS))
+
+# Install for other distributions: the binary and its companions, the
+# systemd unit (naming BINDIR), man pages and completions generated from the verbs' --help
 # (internal/clidoc), the docs, and /etc/oxsupervise/policy.toml unless one
 # exists. Creates /var/log/oxsupervise 0700. E.g. make install PREFIX=/usr
 # DESTDIR=/tmp/stage. The Debian package: make deb (into DEBDIR, bin/ by
@@ -49,13 +54,13 @@ install:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	v=$$(dist/version.sh); \
 	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
-	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/oxsupervise" ./cmd/oxsupervise; \
+	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/" ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS)); \
 	$(GO) run ./internal/clidoc/cmd/clidoc --bin "$$tmp/oxsupervise" --version "$$v" \
 		--date "$$(date -u -d "@$$epoch" +%Y-%m-%d)" --out "$$tmp/doc"; \
-	BIN="$$tmp/oxsupervise" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
+	BIN="$$tmp/oxsupervise" COMPANIONS="$(COMPANIONS)" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
 
 deb:
-	@DEBDIR="$(DEBDIR)" GO="$(GO)" dist/deb/build.sh
+	@DEBDIR="$(DEBDIR)" GO="$(GO)" COMPANIONS="$(COMPANIONS)" dist/deb/build.sh
 
 # Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
 # the BPF freshness check, qemu + Debian's kernel + busybox for the
