@@ -91,6 +91,9 @@ type RunRequest struct {
 	// Dir is the command's working directory (absolute).
 	Dir    string      `json:"dir"`
 	Policy PolicyFlags `json:"policy"`
+	// Timing asks for the daemon's phases of this run as timing events
+	// (the client's OXSUPERVISE_DEBUG_TIMING; internal/phasetime).
+	Timing bool `json:"timing,omitempty"`
 }
 
 // AttachRequest is the body of POST /sessions/attach.
@@ -194,7 +197,9 @@ type Approval struct {
 // Event is one line of the newline-delimited JSON stream that POST
 // /sessions and POST /exec answer with.
 type Event struct {
-	// Event is started | warning | pending | approved | rejected | exit | error.
+	// Event is started | warning | timing | pending | approved | rejected
+	// | exit | error. A timing event's Message is one phase line of the
+	// daemon's (RunRequest.Timing).
 	Event   string `json:"event"`
 	Session string `json:"session,omitempty"`
 	PID     int    `json:"pid,omitempty"`
