@@ -94,7 +94,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		s.opts.Registry.Put(*e)
 	}
 	s.noteOwner(e.ID, cred.UID)
-	s.remember(&managed{id: e.ID, cgroupID: e.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
+	m := &managed{id: e.ID, cgroupID: e.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path}
+	s.remember(m)
+	s.persist(m)
 	s.log.Printf("session %s: uid %d attached pid %d", e.ID, p.UID, req.PID)
 	s.work.Add(1)
 	go s.watchAttached(e.ID, e.CgroupID)
