@@ -32,17 +32,16 @@ VMTEST_RUN   ?=
 
 all: build
 
-# The programs installed beside oxsupervise (internal/companion), each
-# built from ./cmd/NAME: into bin/ by build, into PREFIX/libexec/oxsupervise
-# by install and the Debian package (dist/install.sh's COMPANIONS).
-COMPANIONS := oxsupervise-launch
+# The programs oxsupervise executes (internal/companion), each built from
+# ./cmd/NAME: beside it in bin/, in PREFIX/libexec/oxsupervise when
+# installed.
+COMPANIONS := oxsupervise-launch oxsupervised
 
 build:
-	$(GO) build -o bin/oxsupervise ./cmd/oxsupervise
-	@set -e; for c in $(COMPANIONS); do echo "$(GO) build -o bin/$$c ./cmd/$$c"; $(GO) build -o bin/$$c ./cmd/$$c; done
+	$(GO) build -o bin/ ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS))
 
-# Install for other distributions: the binary and its COMPANIONS, the systemd unit (naming
-# BINDIR), man pages and completions generated from the verbs' --help
+# Install for other distributions: the binary and its companions, the
+# systemd unit (naming BINDIR), man pages and completions generated from the verbs' --help
 # (internal/clidoc), the docs, and /etc/oxsupervise/policy.toml unless one
 # exists. Creates /var/log/oxsupervise 0700. E.g. make install PREFIX=/usr
 # DESTDIR=/tmp/stage. The Debian package: make deb (into DEBDIR, bin/ by
@@ -55,13 +54,10 @@ install:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	v=$$(dist/version.sh); \
 	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
-	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/oxsupervise" ./cmd/oxsupervise; \
-	companions=; for c in $(COMPANIONS); do \
-		$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/$$c" ./cmd/$$c; companions="$$companions $$tmp/$$c"; \
-	done; \
+	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/" ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS)); \
 	$(GO) run ./internal/clidoc/cmd/clidoc --bin "$$tmp/oxsupervise" --version "$$v" \
 		--date "$$(date -u -d "@$$epoch" +%Y-%m-%d)" --out "$$tmp/doc"; \
-	BIN="$$tmp/oxsupervise" COMPANIONS="$$companions" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
+	BIN="$$tmp/oxsupervise" COMPANIONS="$(COMPANIONS)" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
 
 deb:
 	@DEBDIR="$(DEBDIR)" GO="$(GO)" COMPANIONS="$(COMPANIONS)" dist/deb/build.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: build oxsupervise and the harness, then run every benchmark
+# make bench: build oxsupervise (make build) and the harness, then run every benchmark
 # suite once, unattended. Results: bench/results/*.md, *.png, *.json and
 # bench/results/results.md (the index the README links).
 # Needs root (sessions, cgroups, BPF); bubblewrap and firejail are used as
@@ -10,9 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 mkdir -p bin
-$GO build -o bin/oxsupervise ./cmd/oxsupervise
-# The session launcher beside it, as make build and make install put it.
-$GO build -o bin/oxsupervise-launch ./cmd/oxsupervise-launch
+make --no-print-directory GO="$GO" build # oxsupervise and the programs it executes, in bin/
 $GO build -o bin/oxbench ./bench/cmd/oxbench
 if [ "$(id -u)" -ne 0 ]; then
 	exec sudo -E bin/oxbench --oxsupervise bin/oxsupervise --out bench/results ${OXBENCH_ARGS:-}

@@ -49,12 +49,21 @@ func (s *Server) stateDir() string {
 	return DefaultStateDir
 }
 
-// remember records m in memory and on disk (root-only), so that a daemon
-// restarted during an attach session can still judge its requests.
+// remember records m in memory, for the requests of its session.
 func (s *Server) remember(m *managed) {
 	s.mu.Lock()
 	s.sessions[m.id] = m
 	s.mu.Unlock()
+}
+
+// persist saves m on disk (root-only), so that a daemon restarted during
+// an attach session can still judge its requests (adopt). Only attach
+// sessions are saved: a run session does not outlive its daemon (its
+// command is the daemon's child and dies with it; what it left in its
+// group is stopped by the next daemon, which never adopts a run session
+// whose supervisor is gone), so saving its compiled policy would be work
+// on every run's start that nobody reads.
+func (s *Server) persist(m *managed) {
 	st := managedState{ID: m.id, UID: m.cred.UID, GID: m.cred.GID, Groups: m.cred.Groups, Home: m.home,
 		User: m.userName, Workspace: m.workspace, Policy: m.policy}
 	b, err := json.Marshal(st)

@@ -3,17 +3,21 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
@@ -257,5 +261,64 @@ func TestDaemonKeepsUnreadableGeneration(t *testing.T) {
 	w.stop()
 	if gens, _ := old.Generations(); len(gens) != 1 || gens[0].N != 7 {
 		t.Fatalf("after a stop with no session: generations %+v, want only the kept 7", gens)
+	}
+}
+
+// A run session's compiled policy is not saved for a restarted daemon
+// (none adopts a run session, whose command dies with its daemon): while
+// it runs, the daemon knows it, and the state directory has no file of it.
+func TestRunSessionStateNotSaved(t *testing.T) {
+	w := newWorld(t)
+	w.start(t)
+	started, fifo := filepath.Join(w.ws, "started"), filepath.Join(w.ws, "go")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(fifo, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helper, clientArgs("run", w.ws, "sh", "-c", "touch started; read x < go")...)
+	cmd.Dir = w.ws
+	cmd.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// A liveness bound, not a speed assertion.
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(started) {
+		select {
+		case err := <-exited:
+			t.Fatalf("run exited before its command started: %v\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's command did not start within 30s\n%s", stderr.String())
+		}
+	}
+	w.srv.mu.Lock()
+	var ids []string
+	for id := range w.srv.sessions {
+		ids = append(ids, id)
+	}
+	w.srv.mu.Unlock()
+	if len(ids) != 1 {
+		t.Fatalf("the daemon knows sessions %v, want the one running", ids)
+	}
+	if exists(filepath.Join(w.opts.StateDir, ids[0]+".json")) {
+		t.Errorf("run session %s has a saved state", ids[0])
+	}
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("x\n")
+	f.Close()
+	if err := <-exited; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,18 @@ import (
 
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/oxsupervise/api.sock"
+
+// SocketEnv overrides DefaultSocket for every client verb and for the
+// daemon itself (tests, and sessions whose daemon listens elsewhere).
+const SocketEnv = "OXSUPERVISE_SOCKET"
+
+// EnvSocket is $OXSUPERVISE_SOCKET, or DefaultSocket when it is unset.
+func EnvSocket() string {
+	if s := os.Getenv(SocketEnv); s != "" {
+		return s
+	}
+	return DefaultSocket
+}
 
 // MaxRequestBytes bounds every request body. A run request carries the
 // client's environment, which is rarely above a few KiB.
@@ -78,6 +91,9 @@ type RunRequest struct {
 	// Dir is the command's working directory (absolute).
 	Dir    string      `json:"dir"`
 	Policy PolicyFlags `json:"policy"`
+	// Timing asks for the daemon's phases of this run as timing events
+	// (the client's OXSUPERVISE_DEBUG_TIMING; internal/phasetime).
+	Timing bool `json:"timing,omitempty"`
 }
 
 // AttachRequest is the body of POST /sessions/attach.
@@ -181,7 +197,9 @@ type Approval struct {
 // Event is one line of the newline-delimited JSON stream that POST
 // /sessions and POST /exec answer with.
 type Event struct {
-	// Event is started | warning | pending | approved | rejected | exit | error.
+	// Event is started | warning | timing | pending | approved | rejected
+	// | exit | error. A timing event's Message is one phase line of the
+	// daemon's (RunRequest.Timing).
 	Event   string `json:"event"`
 	Session string `json:"session,omitempty"`
 	PID     int    `json:"pid,omitempty"`

@@ -78,7 +78,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 	if err != nil {
 		var be *session.BoundaryError
 		if errors.As(err, &be) {
-			s.metrics.RefusedStart(be.Layer) // metrics_linux.go
+			s.refusedStart(be.Layer) // observe_linux.go
 			msg := fmt.Sprintf("pid %d: boundary not built: %v; nothing was moved", req.PID, be)
 			if rem := doctor.RefusalRemedy(err); rem != "" {
 				msg += "\n" + strings.TrimRight(rem, "\n")
@@ -94,7 +94,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request, who *caller) {
 		s.opts.Registry.Put(*e)
 	}
 	s.noteOwner(e.ID, cred.UID)
-	s.remember(&managed{id: e.ID, cgroupID: e.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path})
+	m := &managed{id: e.ID, cgroupID: e.CgroupID, cred: cred, home: u.HomeDir, userName: u.Username, policy: c, workspace: c.Workspace.Path}
+	s.remember(m)
+	s.persist(m)
 	s.log.Printf("session %s: uid %d attached pid %d", e.ID, p.UID, req.PID)
 	s.work.Add(1)
 	go s.watchAttached(e.ID, e.CgroupID)

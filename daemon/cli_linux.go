@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -42,6 +43,9 @@ func RunCLIOr(ctx context.Context, socket string, argv []string, flags *policy.F
 		fmt.Fprintf(errOut, "oxsupervise run: %v\n", err)
 		return ExitUsage
 	}
+	// OXSUPERVISE_DEBUG_TIMING: this client's phases, and the daemon's
+	// (timing events) between them.
+	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), errOut)
 	c := &Client{Socket: socket}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -65,17 +69,19 @@ func RunCLIOr(ctx context.Context, socket string, argv []string, flags *policy.F
 			c.Signal(context.Background(), id, int(sig.(unix.Signal)))
 		}
 	}()
-	final, err := c.Run(ctx, RunRequest{Argv: argv, Env: os.Environ(), Dir: cwd, Policy: pf},
+	final, err := c.Run(ctx, RunRequest{Argv: argv, Env: os.Environ(), Dir: cwd, Policy: pf, Timing: tm != nil},
 		[3]*os.File{os.Stdin, os.Stdout, os.Stderr}, func(e Event) {
 			switch e.Event {
 			case "started":
 				mu.Lock()
 				sid = e.Session
 				mu.Unlock()
-			case "warning":
+				tm.Mark("client: started event")
+			case "warning", "timing":
 				fmt.Fprintln(errOut, e.Message)
 			}
 		})
+	tm.Mark("client: final event")
 	var de *Error
 	switch {
 	case absent != nil && errors.Is(err, ErrNoDaemon):

@@ -51,6 +51,15 @@
 // through the daemon); exitcode.go maps a request's failure to the CLI's
 // exit status for every verb.
 //
+// The daemon is its own program, cmd/oxsupervised, which `oxsupervise
+// daemon` executes: cmdline.go is its command line (ParseCommandLine, the
+// one definition both parse with) and Main. The exporters beyond the
+// audit log (Prometheus, OTLP) are not imported here: Options.Exporters
+// (package daemon/observe is the seam, daemon/exporters what the daemon
+// program passes) starts them, observe_linux.go feeds and counts through
+// it, so that the CLI, which imports this package for its client, links
+// none of them.
+//
 // The enforcement layers (cgroup BPF network rules, BPF-LSM filesystem
 // rules where usable) live in an enforcement host (package host) the
 // daemon opens once at start, pinned as a new generation (host.Generations)

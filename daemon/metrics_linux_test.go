@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -198,6 +199,27 @@ func TestDaemonMetricsBadListen(t *testing.T) {
 	err = srv.Serve(t.Context())
 	if err == nil || !strings.Contains(err.Error(), file+":2:10") {
 		t.Fatalf("Serve: %v, want the error at %s:2:10", err, file)
+	}
+	if _, statErr := os.Stat(w.socket); statErr == nil {
+		t.Errorf("the socket %s is left behind", w.socket)
+	}
+}
+
+// A daemon started without exporters (Options.Exporters: what the daemon
+// program passes) refuses to start when the managed policy turns one on,
+// naming the setting and where it was set, rather than serving no metrics.
+func TestDaemonMetricsWithoutExporters(t *testing.T) {
+	w := newWorld(t)
+	file := filepath.Join(w.opts.ManagedDir, "policy.toml")
+	writeFile(t, file, fmt.Sprintf("[metrics]\nlisten = %q\n", freePort(t)), 0)
+	w.opts.Exporters = nil
+	srv, err := New(w.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Serve(t.Context())
+	if !errors.Is(err, errNoExporters) || !strings.Contains(err.Error(), "metrics.listen ("+file) {
+		t.Fatalf("Serve: %v, want errNoExporters naming metrics.listen and %s", err, file)
 	}
 	if _, statErr := os.Stat(w.socket); statErr == nil {
 		t.Errorf("the socket %s is left behind", w.socket)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon/observe"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -28,6 +29,7 @@ type Options struct {
 	ResolverUpstream                                                     []string
 	MaxConns, MaxConnsPerUID, KernelBuffer                               int
 	DebugTiming                                                          bool
+	Exporters                                                            observe.Start
 }
 
 // DefaultPinDir is the pin directory the daemon flags show on every OS

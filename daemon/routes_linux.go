@@ -46,7 +46,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
-	return s.instrument(s.guard(mux)) // metrics_linux.go
+	return s.instrument(s.guard(mux)) // observe_linux.go
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *caller) {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
-	"github.com/openoxide/oxsupervise/metrics"
+	"github.com/openoxide/oxsupervise/daemon/observe"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -75,6 +75,11 @@ type Options struct {
 	// 503 (code busy) and closed. Root is never refused.
 	MaxConns, MaxConnsPerUID int
 
+	// Exporters starts the exporters the managed policy turns on
+	// (exporters.Start; the daemon program passes it). nil: none, and a
+	// managed policy that turns one on fails the start.
+	Exporters observe.Start
+
 	// otlpRetry bounds the OTLP exporter's retries of a batch (tests; 0:
 	// auditexport's default).
 	otlpRetry time.Duration
@@ -94,8 +99,9 @@ type Server struct {
 	zl   zerolog.Logger
 	log  *log.Logger
 	sink *audit.FileSink
-	// metrics is nil unless the managed policy turns them on (metrics_linux.go).
-	metrics *metrics.Metrics
+	// counters are nil unless the managed policy turns metrics on
+	// (observe_linux.go).
+	counters observe.Counters
 	// enf are the session layers built once in Serve.
 	enf *enforcement
 	// work counts run requests and attach-session watchers that may still
@@ -196,7 +202,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sink = sink
 	defer sink.Close()
-	stopObservability, err := s.startObservability(ctx, started) // metrics_linux.go
+	stopObservability, err := s.startObservability(ctx, started) // observe_linux.go
 	if err != nil {
 		ln.Close()
 		return err

@@ -5,6 +5,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ import (
 // createSession runs a command in a new session of the caller's
 // (POST /sessions), streaming its events until it exits.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *caller) {
-	tm := s.timing()
+	arrived := time.Now()
 	var req RunRequest
 	stdio, err := decodeWithStdio(r, &req)
 	if err != nil {
@@ -29,6 +30,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		return
 	}
 	defer stdio.close()
+	var toClient *timingEvents
+	if req.Timing {
+		toClient = &timingEvents{}
+	}
+	tm := s.timing(arrived, toClient)
 	cred, u, err := userOf(who.Peer)
 	if err != nil {
 		writeError(w, err)
@@ -45,6 +51,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	s.work.Add(1)
 	defer s.work.Done()
 	es := newEventStream(w)
+	toClient.attach(es)
 	ww := &warnWriter{es: es}
 	ww.Write(warnings.Bytes())
 
@@ -94,7 +101,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	if err != nil {
 		f := session.FailureOf(err)
 		if f.Code == ExitNoBoundary {
-			s.metrics.RefusedStart(f.Layer) // metrics_linux.go
+			s.refusedStart(f.Layer) // observe_linux.go
 			if rem := doctor.RefusalRemedy(err); rem != "" {
 				f.Message += "\n" + strings.TrimRight(rem, "\n")
 			}
@@ -106,13 +113,56 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	tm.Mark("exit sent")
 }
 
-// timing is a run request's phase recorder (nil unless DebugTiming): each
-// phase a debug record of the daemon's log.
-func (s *Server) timing() *phasetime.Recorder {
-	if !s.opts.DebugTiming {
+// timing is the phase recorder of a run request that arrived at arrived:
+// each phase a debug record of the daemon's log when DebugTiming, and a
+// timing event to the client when it asked (toClient); nil when neither.
+func (s *Server) timing(arrived time.Time, toClient *timingEvents) *phasetime.Recorder {
+	var to []io.Writer
+	if s.opts.DebugTiming {
+		to = append(to, debugLines{s.zl})
+	}
+	if toClient != nil {
+		to = append(to, toClient)
+	}
+	if len(to) == 0 {
 		return nil
 	}
-	return phasetime.New(debugLines{s.zl})
+	return phasetime.NewSince(io.MultiWriter(to...), arrived)
+}
+
+// timingEvents sends the phase lines written to it to the client as timing
+// events; those written before the event stream exists wait for it.
+type timingEvents struct {
+	mu      sync.Mutex
+	es      *eventStream
+	pending []string
+}
+
+func (t *timingEvents) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if t.es == nil {
+			t.pending = append(t.pending, line)
+			continue
+		}
+		t.es.send(Event{Event: "timing", Message: line})
+	}
+	return len(p), nil
+}
+
+// attach starts sending on es, the waiting lines first; nil t does nothing.
+func (t *timingEvents) attach(es *eventStream) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.es = es
+	for _, line := range t.pending {
+		es.send(Event{Event: "timing", Message: line})
+	}
+	t.pending = nil
 }
 
 // debugLines writes each line it is given as a debug record.

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 )
 
 // With DebugTiming the daemon logs each phase of a run session's start and
@@ -45,5 +47,34 @@ func TestDebugTimingLogsRunPhases(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A client started with OXSUPERVISE_DEBUG_TIMING gets the daemon's phases
+// of its run as timing events, printed between its own; the daemon's log
+// stays without them (its DebugTiming is off), and a client without it
+// gets none.
+func TestRunTimingEventsToTheClient(t *testing.T) {
+	w := newWorld(t)
+	w.start(t)
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want bool
+	}{{"asked", []string{phasetime.Env + "=1"}, true}, {"not asked", nil, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := w.runHelper(t, nobody, w.ws, tt.env, "run", w.ws, "true")
+			if res.code != 0 {
+				t.Fatalf("run: exit %d: %s", res.code, res.stderr)
+			}
+			for _, phase := range []string{"request received", "command exited", "audit closed", "client: started event", "client: final event"} {
+				if got := strings.Contains(res.stderr, "oxsupervise: timing: "+phase+" "); got != tt.want {
+					t.Errorf("phase %q on the client's stderr = %v, want %v:\n%s", phase, got, tt.want, res.stderr)
+				}
+			}
+		})
+	}
+	if strings.Contains(w.log.String(), "timing: ") {
+		t.Errorf("the daemon logged timing records without DebugTiming:\n%s", w.log.String())
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon/exporters"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -101,6 +102,7 @@ func newWorld(t *testing.T) *world {
 		StateDir:        filepath.Join(base, "state"),
 		PinDir:          filepath.Join(base, "bpf"),
 		SelfExe:         helper, Log: w.log,
+		Exporters:  exporters.Start, // as the daemon program's
 		adoptGrace: -1,
 	}
 	t.Cleanup(func() {

@@ -178,6 +178,7 @@ func TestDebPackage(t *testing.T) {
 		"/usr/libexec/oxsupervise":                                        dir,
 		"/usr/libexec/oxsupervise/oxsupervise-launch":                     exe,
 		"/usr/share/lintian/overrides/oxsupervise":                        file,
+		"/usr/libexec/oxsupervise/oxsupervised":                           exe,
 		"/lib/systemd/system/oxsupervise.service":                         file,
 		"/etc/oxsupervise":                                                dir,
 		"/etc/oxsupervise/policy.toml":                                    file,
@@ -220,6 +221,25 @@ func TestDebPackage(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(root, "etc/oxsupervise/policy.toml")); !bytes.Equal(data, mustRead(t, "policy/policy.toml")) {
 		t.Errorf("/etc/oxsupervise/policy.toml is not dist/policy/policy.toml")
 	}
+
+	// The installed oxsupervise executes the installed daemon program
+	// (a socket below a regular file: it stops at listening, before any
+	// other effect), which has the daemon verb's command line.
+	t.Run("daemon program", func(t *testing.T) {
+		notDir := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(root, "usr/bin/oxsupervise"), "daemon", "--socket", filepath.Join(notDir, "api.sock"))
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "oxsupervise daemon: socket directory: mkdir "+notDir) {
+			t.Errorf("oxsupervise daemon with a socket below a file: %v, want exit 1 from the daemon program's listen:\n%s", err, out)
+		}
+		help := run(t, nil, filepath.Join(root, "usr/bin/oxsupervise"), "daemon", "--help")
+		if daemonHelp := run(t, nil, filepath.Join(root, "usr/libexec/oxsupervise/oxsupervised"), "--help"); daemonHelp != help {
+			t.Errorf("oxsupervised --help differs from oxsupervise daemon --help:\n%s\n---\n%s", daemonHelp, help)
+		}
+	})
 
 	t.Run("conffiles", func(t *testing.T) {
 		status := string(mustRead(t, filepath.Join(root, "var/lib/dpkg/status")))

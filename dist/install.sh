@@ -1,23 +1,25 @@
 #!/bin/sh
 # Installs a built oxsupervise into DESTDIR/PREFIX (make install):
 #
-#   BIN=bin/oxsupervise DOCGEN=DIR PREFIX=/usr/local DESTDIR= dist/install.sh
+#   BIN=bin/oxsupervise COMPANIONS="oxsupervised" DOCGEN=DIR PREFIX=/usr/local DESTDIR= dist/install.sh
 #
-# BIN is the binary; COMPANIONS the built programs installed beside it in
-# LIBEXECDIR (PREFIX/libexec/oxsupervise, where internal/companion looks:
-# the session launcher), space-separated paths; DOCGEN the output of
-# internal/clidoc/cmd/clidoc (man pages, completions). The managed policy lives in /etc/oxsupervise
+# BIN is the binary; COMPANIONS the names of the programs it executes
+# (internal/companion; the Makefile's list), built beside BIN and
+# installed in BINDIR/../libexec/oxsupervise, where oxsupervise looks for
+# them; DOCGEN the output of internal/clidoc/cmd/clidoc (man pages,
+# completions). The managed policy lives in /etc/oxsupervise
 # whatever PREFIX is (the binary reads it there); an existing
 # /etc/oxsupervise/policy.toml is never overwritten. GZIP_MAN=1
 # compresses the man pages (Debian's layout). UNITDIR is where systemd
 # looks for the unit (PREFIX/lib/systemd/system by default).
 set -eu
-: "${BIN:?BIN= the built binary}" "${DOCGEN:?DOCGEN= the clidoc output directory}"
+: "${BIN:?BIN= the built binary}" "${COMPANIONS:?COMPANIONS= the names of the programs built beside BIN}" \
+	"${DOCGEN:?DOCGEN= the clidoc output directory}"
 PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
 BINDIR=${BINDIR:-$PREFIX/bin}
-LIBEXECDIR=${LIBEXECDIR:-$PREFIX/libexec/oxsupervise}
-COMPANIONS=${COMPANIONS:-}
+# Not a choice: companion.LibexecSubdir, relative to BINDIR.
+LIBEXECDIR=$(dirname "$BINDIR")/libexec/oxsupervise
 DATADIR=${DATADIR:-$PREFIX/share}
 MANDIR=${MANDIR:-$DATADIR/man}
 DOCDIR=${DOCDIR:-$DATADIR/doc/oxsupervise}
@@ -25,16 +27,13 @@ SYSCONFDIR=${SYSCONFDIR:-/etc}
 UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 src=$(cd "$(dirname "$0")/.." && pwd)
 
-install -d -m 0755 "$DESTDIR$BINDIR" "$DESTDIR$UNITDIR" "$DESTDIR$MANDIR/man1" "$DESTDIR$DOCDIR" \
+install -d -m 0755 "$DESTDIR$BINDIR" "$DESTDIR$LIBEXECDIR" "$DESTDIR$UNITDIR" "$DESTDIR$MANDIR/man1" "$DESTDIR$DOCDIR" \
 	"$DESTDIR$DATADIR/bash-completion/completions" "$DESTDIR$DATADIR/zsh/vendor-completions" \
 	"$DESTDIR$DATADIR/fish/vendor_completions.d" "$DESTDIR$SYSCONFDIR/oxsupervise/policy.d"
 install -m 0755 "$BIN" "$DESTDIR$BINDIR/oxsupervise"
-if [ -n "$COMPANIONS" ]; then
-	install -d -m 0755 "$DESTDIR$LIBEXECDIR"
-	for c in $COMPANIONS; do
-		install -m 0755 "$c" "$DESTDIR$LIBEXECDIR/"
-	done
-fi
+for c in $COMPANIONS; do
+	install -m 0755 "$(dirname "$BIN")/$c" "$DESTDIR$LIBEXECDIR/$c"
+done
 # The unit names the binary where this install puts it.
 sed "s|/usr/bin/oxsupervise|$BINDIR/oxsupervise|g" "$src/dist/systemd/oxsupervise.service" >"$DESTDIR$UNITDIR/oxsupervise.service"
 chmod 0644 "$DESTDIR$UNITDIR/oxsupervise.service"

@@ -10,14 +10,14 @@ import (
 	"runtime/debug"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/doctor"
+	"github.com/openoxide/oxsupervise/host"
 	// The launcher is this binary re-executed by `run` with a hidden
 	// verb; launchfirst intercepts it during initialization, so it never
 	// reaches the verb table, help or signal handling, and does nothing
 	// but build the boundary and exec.
-	_ "github.com/openoxide/oxsupervise/cmd/oxsupervise/internal/launchfirst"
-	"github.com/openoxide/oxsupervise/daemon"
-	"github.com/openoxide/oxsupervise/doctor"
-	"github.com/openoxide/oxsupervise/host"
+	_ "github.com/openoxide/oxsupervise/internal/launchfirst"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/session"
 )

@@ -1,5 +1,6 @@
 #!/bin/sh
-# make deb: builds OUT/oxsupervise_VERSION_ARCH.deb with the standard tools
+# make deb: builds OUT/oxsupervise_VERSION_ARCH.deb (oxsupervise and its
+# COMPANIONS, the Makefile's list, in /usr/libexec/oxsupervise) with the standard tools
 # (go build, dpkg-shlibdeps, dpkg-deb --root-owner-group) and prints its
 # path. OUT is $DEBDIR or bin/. VERSION comes from dist/version.sh; the
 # page dates and file times from SOURCE_DATE_EPOCH (default: the last
@@ -8,6 +9,7 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$src"
 GO=${GO:-go}
+: "${COMPANIONS:?COMPANIONS= the programs beside oxsupervise (make deb passes the Makefile list)}"
 OUT=${DEBDIR:-$src/bin}
 VERSION=$(dist/version.sh)
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
@@ -23,21 +25,16 @@ mkdir -m 0755 "$stage"
 # Debian's hardening: position-independent, full RELRO, bind now.
 "$GO" build -trimpath -buildmode=pie \
 	-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
-	-o "$work/oxsupervise" ./cmd/oxsupervise
-# The companions (COMPANIONS, as the Makefile lists them) go to
-# /usr/libexec/oxsupervise. They link no C library (no cgo): static
-# executables, skipping the dynamic loader at every session's start
-# (dist/deb/lintian-overrides says so to lintian).
-: "${COMPANIONS:?COMPANIONS= the programs beside oxsupervise (the Makefile lists them)}"
-companions=
-for prog in $COMPANIONS; do
-	CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/$prog" "./cmd/$prog"
-	companions="$companions $work/$prog"
-done
+	-o "$work/" ./cmd/oxsupervise $(for c in $COMPANIONS; do [ "$c" = oxsupervise-launch ] || echo "./cmd/$c"; done)
+# The session launcher links no C library (package launcher: the standard
+# library and x/sys, no cgo): static, so that each session's start skips
+# the dynamic loader (dist/deb/lintian-overrides says so to lintian). The
+# other companions are built like oxsupervise.
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/oxsupervise-launch" ./cmd/oxsupervise-launch
 "$GO" run ./internal/clidoc/cmd/clidoc --bin "$work/oxsupervise" --version "$VERSION" \
 	--date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --out "$work/doc"
 
-BIN=$work/oxsupervise COMPANIONS="$companions" DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
+BIN=$work/oxsupervise COMPANIONS=$COMPANIONS DOCGEN=$work/doc DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system GZIP_MAN=1 \
 	dist/install.sh
 # The postinst creates the audit log directory (0700): dpkg would
 # otherwise own it, and lintian expects 0755 for shipped directories.
@@ -56,7 +53,8 @@ chmod 0644 "$doc/changelog.gz"
 # static build), plus deb-systemd-helper for the maintainer scripts.
 mkdir "$work/shlibs" "$work/shlibs/debian"
 printf 'Source: oxsupervise\n\nPackage: oxsupervise\nArchitecture: any\n' >"$work/shlibs/debian/control"
-shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" "$stage"/usr/libexec/oxsupervise/* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" \
+	$(for c in $COMPANIONS; do echo "$stage/usr/libexec/oxsupervise/$c"; done) 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 depends="init-system-helpers (>= 1.54~)${shlibs:+, $shlibs}"
 
 mkdir -m 0755 "$stage/DEBIAN"

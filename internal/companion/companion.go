@@ -36,6 +36,10 @@ const (
 	Daemon = "oxsupervised"
 )
 
+// Names are the companions, for what copies or installs them together
+// with oxsupervise.
+func Names() []string { return []string{Launcher, Daemon} }
+
 // LibexecSubdir is where an installation keeps the companions, relative
 // to the directory of the oxsupervise binary.
 const LibexecSubdir = "../libexec/oxsupervise"

@@ -24,9 +24,12 @@ type Recorder struct {
 }
 
 // New returns a Recorder writing to w, its clock starting now.
-func New(w io.Writer) *Recorder {
-	now := time.Now()
-	return &Recorder{w: w, start: now, last: now}
+func New(w io.Writer) *Recorder { return NewSince(w, time.Now()) }
+
+// NewSince returns a Recorder writing to w whose clock started at start
+// (a request's arrival, before what decides whether it is timed).
+func NewSince(w io.Writer, start time.Time) *Recorder {
+	return &Recorder{w: w, start: start, last: start}
 }
 
 // FromEnv returns New(w) when value (the Env variable's) is set, else nil.

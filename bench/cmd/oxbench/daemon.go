@@ -22,6 +22,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/internal/companion"
 )
 
 // benchDaemon is an `oxsupervise daemon` private to one suite: its own
@@ -76,6 +77,21 @@ func (e *env) startDaemon(ctx context.Context) (*benchDaemon, error) {
 	}
 	if err := copyFile(e.oxs, d.oxs, 0o755); err != nil {
 		return fail(fmt.Errorf("copy oxsupervise where nobody can execute it: %w", err))
+	}
+	// The programs it executes go with it (`oxsupervise daemon` is the
+	// daemon program); one not built is not there for the copy either.
+	for _, name := range companion.Names() {
+		p, err := companion.FindIn(name, companion.Dirs(e.oxs), os.Geteuid())
+		if errors.Is(err, companion.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		p.Close()
+		if err := copyFile(p.Path, filepath.Join(dir, name), 0o755); err != nil {
+			return fail(fmt.Errorf("copy %s beside oxsupervise: %w", name, err))
+		}
 	}
 	if d.logFile, err = os.Create(d.log); err != nil {
 		return fail(err)

@@ -74,7 +74,7 @@ func runMain(args []string) int {
 		return 2
 	}
 	if *oxs == "" {
-		fmt.Fprintln(os.Stderr, "oxbench: --oxsupervise BIN is required (build it with: go build -o BIN ./cmd/oxsupervise)")
+		fmt.Fprintln(os.Stderr, "oxbench: --oxsupervise BIN is required (build it and the programs it executes with: make build; BIN is bin/oxsupervise)")
 		return 2
 	}
 	selected := fs.Args()

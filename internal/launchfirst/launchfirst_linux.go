@@ -1,6 +1,7 @@
 //go:build linux
 
-// Package launchfirst turns the binary into the session launcher
+// Package launchfirst turns the binary importing it (oxsupervise, and the
+// daemon program oxsupervised) into the session launcher
 // (launcher.Main) when it is started with launcher.Verb: how a supervisor
 // with no launcher program installed beside it (session.launcherCommand)
 // still starts its sessions. It acts as early in the program's
