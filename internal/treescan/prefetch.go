@@ -1,0 +1,78 @@
+package treescan
+
+import (
+	"runtime"
+	"sync"
+)
+
+// remembered is a loaded cache: the directories' records, and the
+// identities of those directories now, looked up before the walk.
+type remembered struct {
+	index map[string]int // slash-separated path below the root → dirs
+	dirs  []dirRecord
+	now   []lookup // parallel to dirs; zero until prefetched
+}
+
+type lookup struct {
+	done bool
+	id   dirID
+	err  error
+}
+
+func (r *remembered) record(rel string) (dirRecord, bool) {
+	if r == nil {
+		return dirRecord{}, false
+	}
+	i, ok := r.index[rel]
+	if !ok {
+		return dirRecord{}, false
+	}
+	return r.dirs[i], true
+}
+
+// lstatDir is the identity of the directory at rel now: the prefetched
+// one when there is one, else looked up.
+func (s *scan) lstatDir(rel string) (dirID, error) {
+	if s.prev != nil {
+		if i, ok := s.prev.index[rel]; ok && s.prev.now[i].done {
+			l := s.prev.now[i]
+			return l.id, l.err
+		}
+	}
+	return s.at.lstatDir(rel)
+}
+
+// minPrefetch is how many remembered directories make a prefetch worth
+// starting threads for.
+const minPrefetch = 128
+
+// prefetch looks up every remembered directory (but the root, which Scan
+// looked up itself) on all available threads at once. An unchanged tree
+// costs one lstat per directory and nothing else, so the lookups are the
+// whole price of a start's scan; spread over the cores, they take a
+// fraction of the wall time. The lookups are made before any directory is
+// read, as the walk itself would: a directory that changed since is
+// noticed by its ctime and read after its lookup, and one that changes
+// after its lookup is the same race as in a walk that looks it up later.
+func (s *scan) prefetch() {
+	r := s.prev
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	if r == nil || len(r.dirs) < minPrefetch || workers < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(r.dirs); i += workers {
+				if r.dirs[i].Rel == "" {
+					continue
+				}
+				id, err := s.at.lstatDir(r.dirs[i].Rel)
+				r.now[i] = lookup{done: true, id: id, err: err}
+			}
+		}()
+	}
+	wg.Wait()
+}
