@@ -75,4 +75,8 @@ func (s *scan) prefetch() {
 		}()
 	}
 	wg.Wait()
+	s.res.DirsPrefetched = len(r.dirs)
+	if _, ok := r.index[""]; ok {
+		s.res.DirsPrefetched-- // the root, looked up by Scan
+	}
 }

@@ -114,6 +114,9 @@ type Result struct {
 	// DirsRead and DirsCached count the directories whose entries were
 	// read and those whose remembered verdicts were used.
 	DirsRead, DirsCached int
+	// DirsPrefetched counts the remembered directories looked up in
+	// parallel before the walk (prefetch.go).
+	DirsPrefetched int
 	// CacheUnused says why no cache was used, when one was configured.
 	CacheUnused string
 }
