@@ -40,3 +40,5 @@ func openAt(root string) (statAt, func()) { return statAt{root: root}, func() {}
 func (a statAt) lstatDir(rel string) (dirID, error) {
 	return lstatDir(filepath.Join(a.root, filepath.FromSlash(rel)))
 }
+
+func accessShared() bool { return true }

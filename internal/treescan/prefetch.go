@@ -54,10 +54,12 @@ const minPrefetch = 128
 // read, as the walk itself would: a directory that changed since is
 // noticed by its ctime and read after its lookup, and one that changes
 // after its lookup is the same race as in a walk that looks it up later.
+// A thread scanning with its own file access (accessShared) looks up
+// alone: other threads would look up with another's.
 func (s *scan) prefetch() {
 	r := s.prev
 	workers := min(runtime.GOMAXPROCS(0), 8)
-	if r == nil || len(r.dirs) < minPrefetch || workers < 2 {
+	if r == nil || len(r.dirs) < minPrefetch || workers < 2 || !accessShared() {
 		return
 	}
 	var wg sync.WaitGroup
