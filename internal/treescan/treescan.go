@@ -6,6 +6,10 @@
 // unchanged directory costs one lstat instead of reading every entry: the
 // work of a start grows with the number of directories, and of directories
 // changed since the last start, not with the number of files (DESIGN §10).
+// One walk answers several questions (ScanAll: the protected entries and
+// the deny-read globs of a workspace), and the lookups of the remembered
+// directories, the whole price of an unchanged tree, are spread over the
+// cores.
 //
 // Why the change time (ctime) and not the modification time: a session may
 // set a directory's mtime back (utimensat is a metadata write inside its
@@ -16,7 +20,7 @@
 // coarse timestamps a change made in the same clock tick as the scan could
 // otherwise leave the ctime unchanged.
 //
-// The cache is a file per (root, classifier key) in a directory that only
+// The cache is a file per (root, key of the questions) in a directory that only
 // the caller's user may write; a cache directory that others could write is
 // not used, so a confined session cannot forge what the next start skips.
 package treescan
