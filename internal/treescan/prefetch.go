@@ -3,6 +3,7 @@ package treescan
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // remembered is a loaded cache: the directories' records, and the
@@ -46,6 +47,9 @@ func (s *scan) lstatDir(rel string) (dirID, error) {
 // starting threads for.
 const minPrefetch = 128
 
+// prefetchChunk is how many lookups a worker claims at a time.
+const prefetchChunk = 32
+
 // prefetch looks up every remembered directory (but the root, which Scan
 // looked up itself) on all available threads at once. An unchanged tree
 // costs one lstat per directory and nothing else, so the lookups are the
@@ -62,17 +66,27 @@ func (s *scan) prefetch() {
 	if r == nil || len(r.dirs) < minPrefetch || workers < 2 || !accessShared() {
 		return
 	}
+	// Workers claim chunks as they go, so a thread the scheduler holds
+	// back leaves its share to the others instead of the walk waiting
+	// for it.
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(r.dirs); i += workers {
-				if r.dirs[i].Rel == "" {
-					continue
+			for {
+				start := int(next.Add(prefetchChunk)) - prefetchChunk
+				if start >= len(r.dirs) {
+					return
 				}
-				id, err := s.at.lstatDir(r.dirs[i].Rel)
-				r.now[i] = lookup{done: true, id: id, err: err}
+				for i := start; i < min(start+prefetchChunk, len(r.dirs)); i++ {
+					if r.dirs[i].Rel == "" {
+						continue
+					}
+					id, err := s.at.lstatDir(r.dirs[i].Rel)
+					r.now[i] = lookup{done: true, id: id, err: err}
+				}
 			}
 		}()
 	}
