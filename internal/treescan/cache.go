@@ -17,7 +17,7 @@ import (
 
 // cacheMagic starts every cache file; its last byte is the format's
 // version, changed whenever dirRecord's meaning or encoding changes.
-const cacheMagic = "oxsupervise-treescan\x00\x02"
+const cacheMagic = "oxsupervise-treescan\x00\x03"
 
 // cacheUsable says why dir cannot hold caches ("" when it can): it must be
 // a real directory of the effective uid that nobody else may write.
@@ -55,8 +55,8 @@ func loadCache(path, key string, questions int) *remembered {
 	if err != nil || !fi.Mode().IsRegular() || !ownedByMe(fi) {
 		return nil
 	}
-	raw, err := io.ReadAll(f)
-	if err != nil {
+	raw := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, raw); err != nil {
 		return nil
 	}
 	r, err := decodeCache(raw, key, questions)
@@ -84,7 +84,7 @@ func saveCache(path, key string, questions int, dirs []dirRecord) error {
 }
 
 // The encoding: cacheMagic, then varint-prefixed key, the number of
-// questions and of directories, and per directory (in lexical order of
+// questions, of directories and of kept entries in all, and per directory (in lexical order of
 // its path) the path, dev, ino, ctime, entry count and kept entries, each
 // a name, a type and one verdict byte per question. It is read on every
 // start, so it is a flat byte format decoded in one pass with a handful
@@ -97,6 +97,11 @@ func encodeCache(key string, questions int, dirs []dirRecord) []byte {
 	b = appendString(b, key)
 	b = binary.AppendUvarint(b, uint64(questions))
 	b = binary.AppendUvarint(b, uint64(len(dirs)))
+	total := 0
+	for _, d := range dirs {
+		total += len(d.Entries)
+	}
+	b = binary.AppendUvarint(b, uint64(total))
 	for _, d := range dirs {
 		b = appendString(b, d.Rel)
 		b = binary.AppendUvarint(b, d.Dev)
@@ -183,20 +188,20 @@ func decodeCache(raw []byte, key string, questions int) (*remembered, error) {
 		return nil, errCorrupt
 	}
 	n := d.count(6)
+	total := d.count(2 + questions)
 	r := &remembered{index: make(map[string]int, n), dirs: make([]dirRecord, n), now: make([]lookup, n)}
-	// One backing array for the entries and one for the verdicts of all
-	// directories, grown as needed.
-	var entries []recEntry
-	var verdicts []Verdict
+	// One array holds the entries of all directories, one their verdicts.
+	entries := make([]recEntry, 0, total)
+	verdicts := make([]Verdict, 0, total*questions)
 	for i := range r.dirs {
 		rec := &r.dirs[i]
 		rec.Rel = d.string()
 		rec.Dev, rec.Ino, rec.Ctime, rec.Count = d.uvarint(), d.uvarint(), d.varint(), int(d.uvarint())
 		m := d.count(2 + questions)
+		if m > cap(entries)-len(entries) {
+			return nil, errCorrupt
+		}
 		if m > 0 {
-			if cap(entries)-len(entries) < m {
-				entries = make([]recEntry, 0, max(m, 4*n))
-			}
 			rec.Entries = entries[len(entries) : len(entries)+m : len(entries)+m]
 			entries = entries[:len(entries)+m]
 		}
@@ -206,9 +211,6 @@ func decodeCache(raw []byte, key string, questions int) (*remembered, error) {
 			vs := d.take(questions)
 			if d.err != nil {
 				break
-			}
-			if cap(verdicts)-len(verdicts) < questions {
-				verdicts = make([]Verdict, 0, max(questions, 8*n*questions))
 			}
 			e.Verdicts = verdicts[len(verdicts) : len(verdicts)+questions : len(verdicts)+questions]
 			verdicts = verdicts[:len(verdicts)+questions]
@@ -226,7 +228,7 @@ func decodeCache(raw []byte, key string, questions int) (*remembered, error) {
 		}
 		r.index[rec.Rel] = i
 	}
-	if d.err != nil || len(d.s) != 0 {
+	if d.err != nil || len(d.s) != 0 || len(entries) != total {
 		return nil, errCorrupt
 	}
 	return r, nil

@@ -1,6 +1,7 @@
 package treescan
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,20 +16,17 @@ type remembered struct {
 }
 
 type lookup struct {
-	done bool
-	id   dirID
-	err  error
+	done, ok bool // ok: a directory (else gone, or not a directory now)
+	id       dirID
 }
 
-func (r *remembered) record(rel string) (dirRecord, bool) {
+// find is the index of rel's record.
+func (r *remembered) find(rel string) (int, bool) {
 	if r == nil {
-		return dirRecord{}, false
+		return 0, false
 	}
 	i, ok := r.index[rel]
-	if !ok {
-		return dirRecord{}, false
-	}
-	return r.dirs[i], true
+	return i, ok
 }
 
 // lstatDir is the identity of the directory at rel now: the prefetched
@@ -36,12 +34,18 @@ func (r *remembered) record(rel string) (dirRecord, bool) {
 func (s *scan) lstatDir(rel string) (dirID, error) {
 	if s.prev != nil {
 		if i, ok := s.prev.index[rel]; ok && s.prev.now[i].done {
-			l := s.prev.now[i]
-			return l.id, l.err
+			if l := s.prev.now[i]; l.ok {
+				return l.id, nil
+			}
+			return dirID{}, errNotDir
 		}
 	}
 	return s.at.lstatDir(rel)
 }
+
+// errNotDir is a prefetched lookup that found no directory (the walk
+// skips it as it skips a failed lookup of its own).
+var errNotDir = errors.New("treescan: not a directory")
 
 // minPrefetch is how many remembered directories make a prefetch worth
 // starting threads for.
@@ -85,7 +89,7 @@ func (s *scan) prefetch() {
 						continue
 					}
 					id, err := s.at.lstatDir(r.dirs[i].Rel)
-					r.now[i] = lookup{done: true, id: id, err: err}
+					r.now[i] = lookup{done: true, ok: err == nil, id: id}
 				}
 			}
 		}()

@@ -95,7 +95,7 @@ func ScanAll(root string, questions []Question, opts Options) (Result, []Answer,
 	if cachePath != "" && s.changed(prevDirs) {
 		// A cache that cannot be written costs the next start a full
 		// scan, nothing else.
-		_ = saveCache(cachePath, opts.Key, len(questions), s.next)
+		_ = saveCache(cachePath, opts.Key, len(questions), s.remember())
 	}
 	return s.res, s.answers, nil
 }
@@ -114,20 +114,30 @@ type scan struct {
 	rootDev  uint64
 	notAfter int64       // directories changed after this (ns) are not remembered
 	prev     *remembered // nil: nothing remembered
-	next     []dirRecord // what the cache will remember
-	res      Result
-	// reused counts the directories whose remembered record was used
-	// and is remembered again unchanged.
-	reused int
+	// What the cache will remember: records of prev used again (by
+	// index), and records of directories read.
+	keep  []int
+	fresh []dirRecord
+	res   Result
 }
 
 // changed reports whether the cache to write differs from the one read
-// (prevDirs records): a directory was read, one is no longer remembered
-// (gone, changed too recently, or no longer asked about), or one is new.
-// Rewriting an unchanged cache would cost every start an encode and a
-// rename for nothing.
+// (prevDirs records): a directory was read, or one is no longer
+// remembered (gone, or no longer asked about). Each directory is visited
+// once, so without reads the records kept are prev's exactly when there
+// are as many. Rewriting an unchanged cache would cost every start an
+// encode and a rename for nothing.
 func (s *scan) changed(prevDirs int) bool {
-	return s.res.DirsRead > 0 || s.reused != prevDirs || len(s.next) != prevDirs
+	return s.res.DirsRead > 0 || len(s.keep) != prevDirs
+}
+
+// remember is the records the cache will hold.
+func (s *scan) remember() []dirRecord {
+	out := make([]dirRecord, 0, len(s.keep)+len(s.fresh))
+	for _, i := range s.keep {
+		out = append(out, s.prev.dirs[i])
+	}
+	return append(out, s.fresh...)
 }
 
 // dirRecord is what is remembered about one directory: its path below
@@ -153,8 +163,13 @@ type recEntry struct {
 // dir scans the directory at rel (slash-separated, "" for the root) whose
 // lstat identity is id, for the questions in asked.
 func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) error {
-	rec, ok := s.prev.record(rel)
-	if ok && rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime {
+	i, ok := s.prev.find(rel)
+	var rec dirRecord
+	if ok {
+		rec = s.prev.dirs[i]
+	}
+	cached := ok && rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime
+	if cached {
 		s.res.DirsCached++
 	} else {
 		var err error
@@ -165,9 +180,10 @@ func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) erro
 		s.res.DirsRead++
 	}
 	if rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime && id.ctime != 0 && id.dev == s.rootDev && id.ctime < s.notAfter {
-		s.next = append(s.next, rec)
-		if ok {
-			s.reused++
+		if cached {
+			s.keep = append(s.keep, i)
+		} else {
+			s.fresh = append(s.fresh, rec)
 		}
 	}
 	for i := range s.questions {
