@@ -18,7 +18,10 @@
 // without CAP_SYS_TIME can choose it. A directory whose ctime lies within
 // RacyWindow of the scan is never remembered (the "racy git" rule): with
 // coarse timestamps a change made in the same clock tick as the scan could
-// otherwise leave the ctime unchanged.
+// otherwise leave the ctime unchanged. Only ctimes the kernel keeps
+// itself count: a root on a FUSE, network or overlay filesystem (whose
+// ctimes a daemon or server reports) is read in full on every scan, and
+// a directory on another filesystem than its root's is never remembered.
 //
 // The cache is a file per (root, key of the questions) in a directory that only
 // the caller's user may write; a cache directory that others could write is

@@ -76,6 +76,8 @@ func ScanAll(root string, questions []Question, opts Options) (Result, []Answer,
 	if opts.CacheDir != "" {
 		if why := cacheUsable(opts.CacheDir, root); why != "" {
 			s.res.CacheUnused = why
+		} else if why := ctimeUntrusted(root); why != "" {
+			s.res.CacheUnused = why
 		} else {
 			cachePath = cacheFile(opts.CacheDir, root, rootID, opts.Key)
 			s.prev = loadCache(cachePath, opts.Key, len(questions))
