@@ -13,13 +13,15 @@ import (
 // filesystems and memory ones. On a FUSE or network filesystem the ctime
 // is what the server or daemon reports (a constant, the mtime, a value
 // cached before another client's change), so an unchanged ctime would
-// not prove unchanged entries; an overlay's merged directory can change
-// with its lower layer. A root on any other filesystem is scanned in full
-// on every start.
+// not prove unchanged entries. An overlay counts: a change through it
+// copies the directory up, and the upper directory's ctime is the
+// kernel's (a change to a lower layer under a mounted overlay is one the
+// kernel does not define). A root on any other filesystem is scanned in
+// full on every start.
 func ctimeKept(fsType uint32) bool {
 	switch fsType {
 	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC,
-		unix.BCACHEFS_SUPER_MAGIC, zfsSuperMagic, unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+		unix.BCACHEFS_SUPER_MAGIC, zfsSuperMagic, unix.TMPFS_MAGIC, unix.RAMFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
 		return true
 	}
 	return false

@@ -19,7 +19,7 @@
 // RacyWindow of the scan is never remembered (the "racy git" rule): with
 // coarse timestamps a change made in the same clock tick as the scan could
 // otherwise leave the ctime unchanged. Only ctimes the kernel keeps
-// itself count: a root on a FUSE, network or overlay filesystem (whose
+// itself count: a root on a FUSE or network filesystem (whose
 // ctimes a daemon or server reports) is read in full on every scan, and
 // a directory on another filesystem than its root's is never remembered.
 //
