@@ -4,7 +4,9 @@ package treescan
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,13 +50,40 @@ type statAt struct {
 	fd   int // -1: by full path
 }
 
-// openAt opens root for statAt; when it cannot, lookups go by full path.
-func openAt(root string) (statAt, func()) {
-	fd, err := unix.Open(root, rootOpenFlags, 0)
+// openAt opens root, whose lstat identity is id, for statAt; every
+// lookup and read of the scan is relative to this descriptor, so they all
+// see one tree even if root is renamed meanwhile. A root that is no
+// longer the directory id names is an error; when it cannot be opened at
+// all, lookups go by full path.
+func openAt(root string, id dirID) (statAt, func(), error) {
+	fd, err := unix.Open(root, rootOpenFlags|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return statAt{root: root, fd: -1}, func() {}
+		return statAt{root: root, fd: -1}, func() {}, nil
 	}
-	return statAt{root: root, fd: fd}, func() { unix.Close(fd) }
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Dev) != id.dev || st.Ino != id.ino {
+		unix.Close(fd)
+		return statAt{}, nil, fmt.Errorf("replaced while the scan started")
+	}
+	return statAt{root: root, fd: fd}, func() { unix.Close(fd) }, nil
+}
+
+// openDir opens the directory at rel ("" for the root) for reading; a
+// symlink there is not followed.
+func (a statAt) openDir(rel string) (*os.File, error) {
+	path := filepath.Join(a.root, filepath.FromSlash(rel))
+	if a.fd < 0 {
+		return os.Open(path)
+	}
+	name := rel
+	if name == "" {
+		name = "."
+	}
+	fd, err := unix.Openat(a.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // lstatDir is the identity of the directory at rel (slash-separated,

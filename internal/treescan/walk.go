@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ const MaxQuestions = 64
 // followed) and returns the entries opts.Classify picks, in lexical order
 // of their paths. A subdirectory that cannot be read is skipped: it holds
 // nothing that the caller, running with the same access, could be asked to
-// protect.
+// protect; it is not remembered, so it is tried again on the next scan.
 func Scan(root string, opts Options) (Result, error) {
 	if opts.Classify == nil {
 		return Result{}, errors.New("treescan: no classifier")
@@ -69,7 +68,10 @@ func ScanAll(root string, questions []Question, opts Options) (Result, []Answer,
 		return Result{}, nil, fmt.Errorf("treescan: %s: %w", root, err)
 	}
 	s.rootDev = rootID.dev
-	at, closeAt := openAt(root)
+	at, closeAt, err := openAt(root, rootID)
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("treescan: %s: %w", root, err)
+	}
 	defer closeAt()
 	s.at = at
 	var cachePath string
@@ -244,19 +246,22 @@ func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) erro
 }
 
 // read lists the directory and classifies its entries for every question.
+// A directory that cannot be read is skipped and not remembered: whether
+// it can be read may change without its ctime changing (the scanner's
+// groups, a transient error), and what it holds must then be found.
 func (s *scan) read(rel string, comps []string, id dirID) (dirRecord, error) {
-	path := filepath.Join(s.root, filepath.FromSlash(rel))
-	f, err := os.Open(path)
+	unread := dirRecord{Rel: rel, Dev: id.dev, Ino: id.ino} // no ctime: never remembered
+	f, err := s.at.openDir(rel)
 	if err != nil {
 		if rel == "" {
-			return dirRecord{}, fmt.Errorf("treescan: read %s: %w", path, err)
+			return dirRecord{}, fmt.Errorf("treescan: read %s: %w", s.root, err)
 		}
-		return dirRecord{Rel: rel, Dev: id.dev, Ino: id.ino, Ctime: id.ctime}, nil // unreadable subtree: skipped, and remembered as empty while unchanged
+		return unread, nil
 	}
 	defer f.Close()
-	// The record is of the directory read, which is the one the lstat saw
-	// only if its identity and ctime are the same (dir remembers it only
-	// then): a directory renamed into place in between is read, not
+	// The record is of the directory read, which is the one the lookup
+	// saw only if its identity and ctime are the same (dir remembers it
+	// only then): a directory renamed into place in between is read, not
 	// remembered under the other's identity.
 	rec := dirRecord{Rel: rel}
 	if fi, err := f.Stat(); err == nil {
@@ -265,9 +270,9 @@ func (s *scan) read(rel string, comps []string, id dirID) (dirRecord, error) {
 	ents, err := f.ReadDir(-1)
 	if err != nil {
 		if rel == "" {
-			return rec, fmt.Errorf("treescan: read %s: %w", path, err)
+			return dirRecord{}, fmt.Errorf("treescan: read %s: %w", s.root, err)
 		}
-		return rec, nil
+		return unread, nil
 	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	rec.Count = len(ents)
