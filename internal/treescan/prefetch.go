@@ -20,27 +20,31 @@ type lookup struct {
 	id       dirID
 }
 
-// find is the index of rel's record.
+// find is the index of rel's record (-1: none).
 func (r *remembered) find(rel string) (int, bool) {
 	if r == nil {
-		return 0, false
+		return -1, false
 	}
 	i, ok := r.index[rel]
-	return i, ok
+	if !ok {
+		return -1, false
+	}
+	return i, true
 }
 
-// lstatDir is the identity of the directory at rel now: the prefetched
-// one when there is one, else looked up.
-func (s *scan) lstatDir(rel string) (dirID, error) {
-	if s.prev != nil {
-		if i, ok := s.prev.index[rel]; ok && s.prev.now[i].done {
-			if l := s.prev.now[i]; l.ok {
-				return l.id, nil
-			}
-			return dirID{}, errNotDir
+// lookup is the identity of the directory at rel now (the prefetched one
+// when there is one, else looked up) and the index of its record (-1:
+// none).
+func (s *scan) lookup(rel string) (dirID, int, error) {
+	i, ok := s.prev.find(rel)
+	if ok && s.prev.now[i].done {
+		if l := s.prev.now[i]; l.ok {
+			return l.id, i, nil
 		}
+		return dirID{}, i, errNotDir
 	}
-	return s.at.lstatDir(rel)
+	id, err := s.at.lstatDir(rel)
+	return id, i, err
 }
 
 // errNotDir is a prefetched lookup that found no directory (the walk

@@ -86,7 +86,8 @@ func ScanAll(root string, questions []Question, opts Options) (Result, []Answer,
 		}
 	}
 	s.prefetch()
-	if err := s.dir("", nil, rootID, s.live); err != nil {
+	root0, _ := s.prev.find("")
+	if err := s.dir("", root0, rootID, s.live); err != nil {
 		return s.res, nil, err
 	}
 	for i := range s.answers {
@@ -165,19 +166,19 @@ type recEntry struct {
 }
 
 // dir scans the directory at rel (slash-separated, "" for the root) whose
-// lstat identity is id, for the questions in asked.
-func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) error {
-	i, ok := s.prev.find(rel)
+// lstat identity is id, for the questions in asked; i is its record in
+// prev (-1: none).
+func (s *scan) dir(rel string, i int, id dirID, asked questionSet) error {
 	var rec dirRecord
-	if ok {
+	if i >= 0 {
 		rec = s.prev.dirs[i]
 	}
-	cached := ok && rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime
+	cached := i >= 0 && rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime
 	if cached {
 		s.res.DirsCached++
 	} else {
 		var err error
-		rec, err = s.read(rel, comps, id)
+		rec, err = s.read(rel, id)
 		if err != nil {
 			return err
 		}
@@ -234,11 +235,11 @@ func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) erro
 		if r == "" {
 			r = join(rel, e.Name)
 		}
-		sub, err := s.lstatDir(r)
+		sub, at, err := s.lookup(r)
 		if err != nil {
 			continue // gone or replaced by a non-directory since its parent was read
 		}
-		if err := s.dir(r, append(comps[:len(comps):len(comps)], e.Name), sub, descend); err != nil {
+		if err := s.dir(r, at, sub, descend); err != nil {
 			return err
 		}
 	}
@@ -249,7 +250,7 @@ func (s *scan) dir(rel string, comps []string, id dirID, asked questionSet) erro
 // A directory that cannot be read is skipped and not remembered: whether
 // it can be read may change without its ctime changing (the scanner's
 // groups, a transient error), and what it holds must then be found.
-func (s *scan) read(rel string, comps []string, id dirID) (dirRecord, error) {
+func (s *scan) read(rel string, id dirID) (dirRecord, error) {
 	unread := dirRecord{Rel: rel, Dev: id.dev, Ino: id.ino} // no ctime: never remembered
 	f, err := s.at.openDir(rel)
 	if err != nil {
@@ -276,6 +277,10 @@ func (s *scan) read(rel string, comps []string, id dirID) (dirRecord, error) {
 	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	rec.Count = len(ents)
+	var comps []string // rel's components, the classifiers' path
+	if rel != "" {
+		comps = strings.Split(rel, "/")
+	}
 	verdicts := make([]Verdict, len(s.questions))
 	for _, e := range ents {
 		typ := e.Type() & fs.ModeType
