@@ -76,28 +76,32 @@ func (s *scan) prefetch() {
 	}
 	// Workers claim chunks as they go, so a thread the scheduler holds
 	// back leaves its share to the others instead of the walk waiting
-	// for it.
+	// for it. The calling goroutine is one of them.
 	var next atomic.Int64
+	work := func() {
+		for {
+			start := int(next.Add(prefetchChunk)) - prefetchChunk
+			if start >= len(r.dirs) {
+				return
+			}
+			for i := start; i < min(start+prefetchChunk, len(r.dirs)); i++ {
+				if r.dirs[i].Rel == "" {
+					continue
+				}
+				id, err := s.at.lstatDir(r.dirs[i].Rel)
+				r.now[i] = lookup{done: true, ok: err == nil, id: id}
+			}
+		}
+	}
 	var wg sync.WaitGroup
-	for range workers {
+	for range workers - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				start := int(next.Add(prefetchChunk)) - prefetchChunk
-				if start >= len(r.dirs) {
-					return
-				}
-				for i := start; i < min(start+prefetchChunk, len(r.dirs)); i++ {
-					if r.dirs[i].Rel == "" {
-						continue
-					}
-					id, err := s.at.lstatDir(r.dirs[i].Rel)
-					r.now[i] = lookup{done: true, ok: err == nil, id: id}
-				}
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 	s.res.DirsPrefetched = len(r.dirs)
 	if _, ok := r.index[""]; ok {
