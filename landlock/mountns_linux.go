@@ -5,7 +5,6 @@ package landlock
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,13 +42,20 @@ func PlanMounts(c *policy.Compiled, rs *launcher.Ruleset) (launcher.MountPlan, e
 		return m, err
 	}
 	m.Masked = append(m.Masked, socks...)
-	// The scan runs with the supervisor's access; a cache it cannot use
-	// only costs the start a full walk.
-	cache, _ := policy.ScanCacheDir(os.Geteuid())
+	// The bind step's walk of the workspace found the globs' entries
+	// already (policy.Compiled.BoundGlobMatches); a glob it did not walk
+	// for is walked here, with the supervisor's access. A cache the walk
+	// cannot use only costs the start a full walk.
+	var cache string
 	for _, g := range c.DenyReadGlobs {
-		matches, err := globMatches(g, maxGlobWalk, cache)
-		if err != nil {
-			return m, err
+		matches, ok := c.BoundGlobMatches(g)
+		if !ok {
+			if cache == "" {
+				cache, _ = policy.ScanCacheDir(os.Geteuid())
+			}
+			if matches, err = globMatches(g, maxGlobWalk, cache); err != nil {
+				return m, err
+			}
 		}
 		m.Masked = append(m.Masked, matches...)
 	}
@@ -153,49 +159,22 @@ func escapeSocketMasks(globs, allowed []string) ([]string, error) {
 
 // maxGlobWalk bounds the walk for deny-read globs: a workspace with more
 // entries than this fails closed instead of stalling the start.
-const maxGlobWalk = 200000
+const maxGlobWalk = policy.MaxGlobWalk
 
-// globMatches lists the existing entries below g.Within whose name matches
-// g.Include and none of g.Exclude. Symlinks are neither followed nor
-// masked (reading through one reaches a target the rules judge on its own),
-// and .git directories are not descended into. The walk goes through
-// internal/treescan with cache (policy.ScanCacheDir; "" for none), so an
+// globMatches lists the existing entries below g.Within that g matches
+// (policy.ScanGlob: symlinks neither followed nor masked, .git not
+// descended into), with cache (policy.ScanCacheDir; "" for none), so an
 // unchanged directory of a large workspace costs one lstat per start.
 func globMatches(g policy.NameGlob, limit int, cache string) ([]string, error) {
-	classify := func(rel []string, typ fs.FileMode) treescan.Verdict {
-		name := rel[len(rel)-1]
-		switch {
-		case typ == fs.ModeDir && name == ".git":
-			return treescan.Prune
-		case typ == fs.ModeSymlink:
-			return treescan.Descend // not a directory: nothing below
-		}
-		if ok, _ := filepath.Match(g.Include, name); !ok {
-			return treescan.Descend
-		}
-		for _, ex := range g.Exclude {
-			if ok, _ := filepath.Match(ex, name); ok {
-				return treescan.Descend
-			}
-		}
-		return treescan.Pick
-	}
 	if _, err := os.Lstat(g.Within); os.IsNotExist(err) {
 		return nil, nil
 	}
-	res, err := treescan.Scan(g.Within, treescan.Options{
-		Classify: classify, Key: "deny-read-glob/1\x00" + g.Include + "\x00" + strings.Join(g.Exclude, "\x00"),
-		CacheDir: cache, Limit: limit,
-	})
+	out, err := policy.ScanGlob(g, limit, cache)
 	if errors.Is(err, treescan.ErrLimit) {
 		err = fmt.Errorf("more than %d entries below %s", limit, g.Within)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mount namespace: deny-read %s below %s: %w", g.Include, g.Within, err)
-	}
-	out := make([]string, 0, len(res.Picked))
-	for _, e := range res.Picked {
-		out = append(out, e.Path)
 	}
 	return out, nil
 }

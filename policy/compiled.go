@@ -92,6 +92,11 @@ type Compiled struct {
 	// DenyReadGlobs are component-name globs denied for reading below a
 	// directory, e.g. `.env*` except `.env.example` in the workspace.
 	DenyReadGlobs []NameGlob `json:"deny_read_globs,omitempty"`
+	// boundGlobs are the existing entries the bind step's walk found for
+	// DenyReadGlobs (BoundGlobMatches): like ProtectedPaths, what the tree
+	// held when the policy was bound, so a copy made for another session
+	// (cloneCompiled) drops them, and they do not travel in JSON.
+	boundGlobs []boundGlob
 
 	Network Network `json:"network"`
 

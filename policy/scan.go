@@ -47,19 +47,35 @@ func (s *scanner) matchPattern(rel []string, isDir bool) *ProtectedPattern {
 // scan finds the existing entries of root that the protected patterns
 // match (and the gitdir: targets of .git files), through internal/treescan:
 // with s.cache set, a directory unchanged since an earlier start costs one
-// lstat, so a start does not read every file of a large workspace.
+// lstat, so a start does not read every file of a large workspace. The
+// same walk answers the deny-read globs of root (scanglob.go), which the
+// mount layer would otherwise walk for again.
 func (s *scanner) scan(root string) error {
 	limit := s.limit - s.entries
-	res, err := treescan.Scan(root, treescan.Options{
-		Classify: s.classify, Key: s.patternsKey(), CacheDir: s.cache, Limit: max(limit, 1),
-	})
+	globs := s.globQuestions(root, treescan.MaxQuestions-1)
+	questions := []treescan.Question{{Classify: s.classify, Limit: max(limit, 1)}}
+	key := s.patternsKey()
+	if len(globs) > 0 {
+		h := sha256.New()
+		io.WriteString(h, key)
+		for _, g := range globs {
+			questions = append(questions, treescan.Question{Classify: g.classify, Limit: MaxGlobWalk})
+			fmt.Fprintf(h, "\x00%s", g.scanKey())
+		}
+		key = hex.EncodeToString(h.Sum(nil))
+	}
+	_, answers, err := treescan.ScanAll(root, questions, treescan.Options{Key: key, CacheDir: s.cache})
+	if err != nil {
+		return fmt.Errorf("policy: scan %s for protected entries: %w", root, err)
+	}
+	res := answers[0]
 	s.entries += res.Entries
-	switch {
-	case errors.Is(err, treescan.ErrLimit):
+	if errors.Is(res.Err, treescan.ErrLimit) {
 		s.c.ProtectedPathsComplete = false
 		fmt.Fprintf(s.warn, "oxsupervise: warning: stopped scanning %s for protected entries after %d entries; protection of not-yet-listed entries relies on name patterns\n", root, s.limit)
-	case err != nil:
-		return fmt.Errorf("policy: scan %s for protected entries: %w", root, err)
+	}
+	for i, g := range globs {
+		s.bindGlob(g, answers[i+1])
 	}
 	for _, e := range res.Picked {
 		comps := strings.Split(e.Rel, "/")

@@ -491,6 +491,7 @@ func cloneCompiled(c *Compiled) *Compiled {
 	out.ProtectedPaths = slices.Clone(c.ProtectedPaths)
 	out.DenyRead = slices.Clone(c.DenyRead)
 	out.DenyReadGlobs = slices.Clone(c.DenyReadGlobs)
+	out.boundGlobs = nil // they describe the tree at c's bind, not the copy's
 	out.Network.Allow = slices.Clone(c.Network.Allow)
 	out.Network.AllowUnixSockets = slices.Clone(c.Network.AllowUnixSockets)
 	out.ExcludedCommands = slices.Clone(c.ExcludedCommands)

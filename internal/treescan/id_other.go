@@ -5,6 +5,7 @@ package treescan
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // dirID is a directory's identity and change time; without a ctime
@@ -28,3 +29,22 @@ func lstatDir(path string) (dirID, error) {
 func ownedByMe(os.FileInfo) bool { return false }
 
 func fileUID() int { return -1 }
+
+func idOf(os.FileInfo) (dev, ino uint64, ctime int64) { return 0, 0, 0 }
+
+// statAt looks up directories below a scan's root by full path.
+type statAt struct{ root string }
+
+func openAt(root string, _ dirID) (statAt, func(), error) {
+	return statAt{root: root}, func() {}, nil
+}
+
+func (a statAt) openDir(rel string) (*os.File, error) {
+	return os.Open(filepath.Join(a.root, filepath.FromSlash(rel)))
+}
+
+func (a statAt) lstatDir(rel string) (dirID, error) {
+	return lstatDir(filepath.Join(a.root, filepath.FromSlash(rel)))
+}
+
+func accessShared() bool { return true }
