@@ -22,6 +22,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
@@ -62,30 +63,36 @@ type NestedOptions struct {
 	Tier string
 	// Cgroup is the session layout the parent was created in.
 	Cgroup cgroup.Config
+	// Launcher is the pid of the launcher of the child's command, in the
+	// parent's group and waiting for its spec (StartNestedLauncher); the
+	// caller checked it is the nested run's child. StartNested moves it
+	// into the child's group while it builds the rest.
+	Launcher int
 	// QuarantineDir receives the .git files the child creates that point
 	// git elsewhere (BPF-LSM path); "" is quarantine.DefaultDir.
 	QuarantineDir string
 	Warn          io.Writer
+	// Timing, when set, is told when each phase of the child's end is
+	// done (OXSUPERVISE_DEBUG_TIMING).
+	Timing *phasetime.Recorder
 }
 
 // Nested is a nested session the supervisor built (StartNested): its
-// group exists, its layers are applied, and nothing runs in it until the
-// nested `run` is admitted.
+// group exists, its layers are applied, and its launcher is in its group,
+// waiting for the spec (Started, then the nested run's answer).
 type Nested struct {
-	ID     string
-	Parent string
-	// parentPath is the parent's session group, where Release moves the
-	// nested run back to.
-	parentPath string
-	group      *cgroup.Group
-	info       SessionInfo
-	ruleset    *landlock.Ruleset
+	ID      string
+	Parent  string
+	group   *cgroup.Group
+	info    SessionInfo
+	ruleset *landlock.Ruleset
 	// bpflsm says the parent's filesystem layer, which the child has, is
 	// BPF-LSM.
 	bpflsm bool
 	aud    *auditor
 	undo   func(context.Context)
 	entry  Entry
+	tm *phasetime.Recorder
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
@@ -144,7 +151,12 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	n := &Nested{ID: id, Parent: p.ID, parentPath: p.CgroupPath, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM}
+	n := &Nested{ID: id, Parent: p.ID, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing}
+	// The move waits for an RCU grace period (the write side of
+	// cgroup_threadgroup_rwsem): it runs while the sink opens and the
+	// layers are applied. The launcher does nothing before its spec.
+	admitted := make(chan error, 1)
+	go func() { admitted <- n.admit(cfg.Mount, p.CgroupPath, opts.Launcher) }()
 	digest, _ := c.Digest()
 	n.entry = Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
@@ -166,6 +178,10 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		}
 	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
+	if aerr := <-admitted; err == nil && aerr != nil {
+		n.undo(ctx)
+		err = aerr
+	}
 	if err != nil {
 		n.removeGroup(warn)
 		if n.created != nil {
@@ -247,22 +263,29 @@ func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 // Info is the child's identity, as its layers were given it.
 func (n *Nested) Info() SessionInfo { return n.info }
 
-// Admit moves pid (the nested `run`, which forks the command) into the
-// child's group: from then on the cgroup programs judge it by the child's
-// rules.
-func (n *Nested) Admit(pid int) error {
-	if err := n.group.AddProcess(pid); err != nil {
-		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move pid %d into nested session %s: %w", pid, n.ID, err)}
+// admit moves pid (the child's launcher) from the parent's group, at
+// parentPath below mount, into the child's: from then on the cgroup
+// programs judge it by the child's rules. Only a process of the parent's
+// own group is moved (a process of another nested session is not the
+// caller's to move), so the move only ever tightens. The nested run
+// itself stays in the parent's group: Finish kills only the command's
+// processes, and the run lives to print the child's refusals.
+func (n *Nested) admit(mount, parentPath string, pid int) error {
+	fail := func(err error) error {
+		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move the launcher (pid %d) into nested session %s: %w", pid, n.ID, err)}
 	}
-	return nil
-}
-
-// Release moves pid (the nested run, its command ended) back into the
-// parent's group, so that Finish kills only what the command left behind
-// and the nested run lives to print the child's refusals.
-func (n *Nested) Release(pid int) error {
-	if err := os.WriteFile(filepath.Join(n.parentPath, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
-		return fmt.Errorf("move pid %d back into session %s: %w", pid, n.Parent, err)
+	if pid <= 0 {
+		return fail(errors.New("no launcher"))
+	}
+	cg, err := cgroup.CgroupOf(pid)
+	if err != nil {
+		return fail(err)
+	}
+	if filepath.Join(mount, cg) != filepath.Clean(parentPath) {
+		return fail(fmt.Errorf("it is in cgroup %s, not in session %s", cg, n.Parent))
+	}
+	if err := n.group.AddProcess(pid); err != nil {
+		return fail(err)
 	}
 	return nil
 }
@@ -301,9 +324,9 @@ func slicesDeleteEnv(env []string, name string) []string {
 }
 
 // Started records that the launcher of the child's command is pid, which
-// must be in the child's group (it is the caller's word, checked while the
-// launcher waits for its spec, so it is alive), and writes the child's
-// session_start.
+// must be in the child's group (checked while the launcher waits for its
+// spec, which the caller confirms alive by its pidfd afterwards), and
+// writes the child's session_start.
 func (n *Nested) Started(pid int) error {
 	cg, err := cgroup.CgroupOf(pid)
 	if err != nil {
@@ -332,9 +355,11 @@ func (n *Nested) Started(pid int) error {
 func (n *Nested) Finish(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
 	n.removeGroup(warn)
+	n.tm.Mark("nested: group killed and removed")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.undo(tctx)
 	cancel()
+	n.tm.Mark("nested: layers undone")
 	if n.created != nil {
 		// The layers handed over every report: the end's check.
 		n.created.Close()
@@ -344,6 +369,7 @@ func (n *Nested) Finish(code int, err error) []audit.Record {
 		n.aud.stop.Ox.ParentSession = n.Parent
 	}
 	n.aud.close()
+	n.tm.Mark("nested: audit closed")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]audit.Record(nil), n.denials...)
@@ -363,54 +389,85 @@ func (n *Nested) removeGroup(warn io.Writer) {
 	}
 }
 
-// RunNested is the nested `run`'s half: already in the child's group
-// (Admit), it starts the launcher with spec, calls started with the
-// launcher's pid before the launcher has the spec (it cannot run anything
-// yet; an error kills it), and waits for the command. A *BoundaryError means
-// the command did not run.
-func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.File, started func(pid int) error) (int, error) {
+// NestedLauncher is the launcher of a nested session's command, started
+// by the nested `run` before it asks the supervisor for the session
+// (StartNestedLauncher): it waits for its spec, with no rule of the child
+// yet, while the supervisor builds the child and moves it into the child's
+// group (NestedOptions.Launcher). That move waits for an RCU grace period
+// (cgroup_threadgroup_rwsem taken for write, ~10 ms); the launcher's own
+// start overlaps it instead of following it. Run or Abort ends it, on the
+// goroutine that started it.
+type NestedLauncher struct {
+	cmd            *exec.Cmd
+	specW, statusR *os.File
+	sigs           chan os.Signal
+}
+
+// StartNestedLauncher starts the launcher of a nested session's command,
+// in this process's group (the parent session's). A *BoundaryError means
+// there is none. It locks the calling goroutine to its thread (Pdeathsig
+// is the forking thread's: the command dies with this run) until Run or
+// Abort.
+func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: err}
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 	}
 	defer specR.Close()
-	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: err}
+		specW.Close()
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 	}
-	defer statusR.Close()
 	defer statusW.Close()
-	// Pdeathsig is the forking thread's: the command dies with this run.
+	l := &NestedLauncher{specW: specW, statusR: statusR, sigs: make(chan os.Signal, 8)}
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cmd := &exec.Cmd{
+	l.cmd = &exec.Cmd{
 		Path: "/proc/self/exe", Args: []string{"oxsupervise", LauncherVerb}, Env: []string{},
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{specR, statusW},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
+	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	if err := l.cmd.Start(); err != nil {
+		l.release()
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
 	}
-	specR.Close()
-	statusW.Close()
-	// Before the spec: the launcher waits for it, so the supervisor
-	// checks a live process of the child's group, whatever the command
-	// does once it runs.
-	if started != nil {
-		if err := started(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
-		}
-	}
+	return l, nil
+}
+
+// Pid is the launcher's pid, for the supervisor to move into the child's
+// group.
+func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
+
+// Kill kills the launcher (and the command it became); safe from any
+// goroutine.
+func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
+
+func (l *NestedLauncher) release() {
+	signal.Stop(l.sigs)
+	l.specW.Close()
+	l.statusR.Close()
+	runtime.UnlockOSThread()
+}
+
+// Abort ends a launcher that will get no spec: the supervisor refused the
+// session or went away.
+func (l *NestedLauncher) Abort() {
+	l.cmd.Process.Kill()
+	l.cmd.Wait()
+	l.release()
+}
+
+// Run hands the launcher spec (the supervisor's answer: the launcher is in
+// the child's group now) and waits for the command. A *BoundaryError means
+// the command did not run.
+func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
+	defer l.release()
+	cmd := l.cmd
 	b, _ := json.Marshal(spec)
-	_, werr := specW.Write(b)
-	specW.Close()
-	status, _ := io.ReadAll(statusR)
+	_, werr := l.specW.Write(b)
+	l.specW.Close()
+	status, _ := io.ReadAll(l.statusR)
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
 		if werr != nil {
@@ -431,7 +488,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			select {
 			case <-done:
 				return
-			case s := <-sigs:
+			case s := <-l.sigs:
 				if (s == unix.SIGINT || s == unix.SIGQUIT) && sameForegroundGroup() {
 					continue
 				}
@@ -439,7 +496,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			}
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(done)
 	if code, ok := ExitStatus(err); ok {
 		return code, nil

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -78,25 +77,38 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	if sock == "" {
 		return fail("no supervisor serves this session (%s is not set: the session was not started by this version's run or daemon)", host.NestEnv)
 	}
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		return fail("supervisor socket: %v", err)
-	}
-	defer conn.Close()
 	wd, err := os.Getwd()
 	if err != nil {
 		return fail("current directory: %v", err)
 	}
+	// The launcher starts first: its start overlaps the supervisor's work,
+	// which ends by moving it into the child's group (a wait of its own).
+	l, err := session.StartNestedLauncher(os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return fail("%v", err)
+	}
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		l.Abort()
+		return fail("supervisor socket: %v", err)
+	}
+	defer conn.Close()
 	enc, dec := json.NewEncoder(conn), json.NewDecoder(conn)
-	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent}
+	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent, Launcher: l.Pid()}
 	if err := enc.Encode(req); err != nil {
+		l.Abort()
 		return fail("send the request: %v", err)
 	}
 	var a host.NestAnswer
 	if err := dec.Decode(&a); err != nil {
+		l.Abort()
 		return fail("the supervisor did not answer: %v", err)
 	}
-	if a.Error != "" {
+	if a.Error != "" || a.Spec == nil {
+		l.Abort()
+		if a.Error == "" {
+			a.Error = "the answer has no launch spec"
+		}
 		fmt.Fprintf(s.err, "oxsupervise run: nested session refused: %s\nnothing ran\n", a.Error)
 		if a.Code == 0 {
 			return exitNoBoundary
@@ -108,47 +120,26 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	}
 	// The final answer, or the supervisor's end: without a supervisor
 	// the child's rules may lose their owner, so its command goes too.
-	var pid atomic.Int64
-	watching := false // the final answer is being read (set before the command can start)
+	var ended atomic.Bool
 	final := make(chan host.NestAnswer, 1)
-	watch := func() {
+	go func() {
 		var f host.NestAnswer
 		if err := dec.Decode(&f); err != nil {
-			if p := pid.Load(); p > 0 {
-				syscall.Kill(int(p), syscall.SIGKILL)
+			if !ended.Load() {
+				l.Kill()
 			}
 			close(final)
 			return
 		}
 		final <- f
-	}
-	code, err := session.RunNested(ctx, *a.Spec, os.Stdin, os.Stdout, os.Stderr, func(p int) error {
-		pid.Store(int64(p))
-		if err := enc.Encode(host.NestReport{Started: p}); err != nil {
-			return fmt.Errorf("supervisor: %w", err)
-		}
-		var ack host.NestAnswer
-		if err := dec.Decode(&ack); err != nil {
-			return fmt.Errorf("the supervisor did not answer: %w", err)
-		}
-		if ack.Error != "" {
-			return fmt.Errorf("the supervisor refused the launcher: %s", ack.Error)
-		}
-		watching = true
-		go watch()
-		return nil
-	})
+	}()
+	code, err := l.Run(ctx, *a.Spec)
+	ended.Store(true)
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
 		code = f.Code
 	}
-	if !watching {
-		// The supervisor refused the launcher or went away: it ended the
-		// nested session itself.
-		return code
-	}
-	pid.Store(0)
 	if err := enc.Encode(host.NestReport{Exit: &code}); err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away: %v\n", a.Session, err)
 		return code
