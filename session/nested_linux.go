@@ -92,7 +92,7 @@ type Nested struct {
 	aud    *auditor
 	undo   func(context.Context)
 	entry  Entry
-	tm *phasetime.Recorder
+	tm     *phasetime.Recorder
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
