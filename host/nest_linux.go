@@ -420,7 +420,6 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
-	tm.Mark("nested: group, launcher moved, layers, audit sink")
 	c := &nestChild{n: n}
 	s.mu.Lock()
 	s.children[n.ID] = c
@@ -434,8 +433,13 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}()
 	spec, err := n.Spec(req.Argv, req.Env, []string{NestEnv + "=" + s.path}, req.Dir)
 	tm.Mark("nested: spec")
-	// The pid moved was the pinned launcher's: still alive, and in the
-	// child's group (Started), while it waits for the spec.
+	// The pid moved was the pinned launcher's: still alive after the
+	// move, and in the child's group (Started), while it waits for the
+	// spec.
+	if err == nil {
+		err = n.Admitted()
+		tm.Mark("nested: launcher moved into the group")
+	}
 	if err == nil && !launcher.alive() {
 		err = fmt.Errorf("the launcher (pid %d) exited", launcher.pid)
 	}

@@ -93,6 +93,11 @@ type Nested struct {
 	undo   func(context.Context)
 	entry  Entry
 	tm     *phasetime.Recorder
+	// admitted is the move of the launcher into the group, which runs
+	// while the supervisor prepares the rest (Admitted waits for it).
+	admitted  chan error
+	admitOnce sync.Once
+	admitErr  error
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
@@ -133,6 +138,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 			ruleset = rs
 		}
 	}
+	opts.Timing.Mark("nested: Landlock plan")
 	if c.Network.Policy != p.Policy.Network.Policy && !opts.Plan.Network {
 		// The parent's network is held by its namespace or not at all;
 		// the child's other rules need the cgroup programs.
@@ -153,16 +159,19 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	n := &Nested{ID: id, Parent: p.ID, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing}
 	// The move waits for an RCU grace period (the write side of
-	// cgroup_threadgroup_rwsem): it runs while the sink opens and the
-	// layers are applied. The launcher does nothing before its spec.
-	admitted := make(chan error, 1)
-	go func() { admitted <- n.admit(cfg.Mount, p.CgroupPath, opts.Launcher) }()
+	// cgroup_threadgroup_rwsem): it runs while the sink opens, the layers
+	// are applied and the caller computes the spec (Started waits for
+	// it). The launcher does nothing before its spec.
+	n.admitted = make(chan error, 1)
+	go func() { n.admitted <- n.admit(cfg.Mount, p.CgroupPath, opts.Launcher) }()
+	n.tm.Mark("nested: group")
 	digest, _ := c.Digest()
 	n.entry = Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
 		Cgroup: group.Path, CgroupID: group.CgroupID, Command: opts.Argv, PolicyDigest: digest, Started: time.Now().UTC(),
 	}
 	n.aud = n.openAuditor(c, warn)
+	n.tm.Mark("nested: audit sink")
 	n.info = SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: c, Audit: n.aud.sink}
 	if p.PrivateShm != nil && landlock.PrivateShmWritable(c) {
 		// The nested run shares the parent's mount namespace, its
@@ -178,11 +187,8 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		}
 	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
-	if aerr := <-admitted; err == nil && aerr != nil {
-		n.undo(ctx)
-		err = aerr
-	}
 	if err != nil {
+		n.Admitted() // done with the group before it is removed
 		n.removeGroup(warn)
 		if n.created != nil {
 			n.created.Close()
@@ -190,6 +196,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		n.aud.close()
 		return nil, err
 	}
+	n.tm.Mark("nested: layers applied")
 	if ruleset != nil {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
 	}
@@ -197,6 +204,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	// its refusals, like Landlock's, reach only the kernel audit feed.
 	if opts.Plan.KernelAudit {
 		n.aud.followKernelAudit(opts.Cgroup)
+		n.tm.Mark("nested: kernel audit followed")
 	}
 	for _, l := range opts.Layers {
 		n.entry.Layers = append(n.entry.Layers, l.Name())
@@ -258,6 +266,13 @@ func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 	}
 	a.sink = sink
 	return a
+}
+
+// Admitted waits for the launcher's move into the group (StartNested
+// started it) and returns its result.
+func (n *Nested) Admitted() error {
+	n.admitOnce.Do(func() { n.admitErr = <-n.admitted })
+	return n.admitErr
 }
 
 // Info is the child's identity, as its layers were given it.
@@ -328,6 +343,9 @@ func slicesDeleteEnv(env []string, name string) []string {
 // spec, which the caller confirms alive by its pidfd afterwards), and
 // writes the child's session_start.
 func (n *Nested) Started(pid int) error {
+	if err := n.Admitted(); err != nil {
+		return err
+	}
 	cg, err := cgroup.CgroupOf(pid)
 	if err != nil {
 		return err
@@ -354,6 +372,7 @@ func (n *Nested) Started(pid int) error {
 // drained and session_stop written. It returns the child's refusals.
 func (n *Nested) Finish(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
+	n.Admitted()
 	n.removeGroup(warn)
 	n.tm.Mark("nested: group killed and removed")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/openoxide/oxsupervise/agenthook"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -77,6 +78,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	if sock == "" {
 		return fail("no supervisor serves this session (%s is not set: the session was not started by this version's run or daemon)", host.NestEnv)
 	}
+	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	wd, err := os.Getwd()
 	if err != nil {
 		return fail("current directory: %v", err)
@@ -87,6 +89,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	if err != nil {
 		return fail("%v", err)
 	}
+	tm.Mark("nested run: launcher started")
 	conn, err := net.Dial("unix", sock)
 	if err != nil {
 		l.Abort()
@@ -99,11 +102,13 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		l.Abort()
 		return fail("send the request: %v", err)
 	}
+	tm.Mark("nested run: request sent")
 	var a host.NestAnswer
 	if err := dec.Decode(&a); err != nil {
 		l.Abort()
 		return fail("the supervisor did not answer: %v", err)
 	}
+	tm.Mark("nested run: answered")
 	if a.Error != "" || a.Spec == nil {
 		l.Abort()
 		if a.Error == "" {
@@ -135,6 +140,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	}()
 	code, err := l.Run(ctx, *a.Spec)
 	ended.Store(true)
+	tm.Mark("nested run: command exited")
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
@@ -145,6 +151,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		return code
 	}
 	f, ok := <-final
+	tm.Mark("nested run: session ended")
 	if !ok {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away before it ended the session\n", a.Session)
 		if code == 0 {
