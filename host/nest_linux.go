@@ -297,7 +297,7 @@ type pinned struct {
 func (l *pinned) alive() bool { return unix.PidfdSendSignal(l.pidfd, 0, nil, 0) == nil }
 
 // child pins pid, which must be a child of the peer: the launcher of its
-// command. Its group is StartNested's to check.
+// command. Its group is ReserveNested's to check.
 func (p *peer) child(pid int) (*pinned, error) {
 	if pid <= 0 {
 		return nil, errors.New("no launcher pid (the nested run is of another version than its supervisor)")
@@ -393,13 +393,23 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		return
 	}
 	defer unix.Close(launcher.pidfd)
+	// The group first: the launcher's move into it (a wait of its own)
+	// runs while the request is compiled and the session built.
+	group, err := session.ReserveNested(p.parent, s.cfg, launcher.pid)
+	if err != nil {
+		refuse(session.FailureOf(err).Code, err)
+		return
+	}
+	tm.Mark("nested: group reserved")
 	request, warnings, err := s.opts.Request(p.parent.Policy, req)
 	if err != nil {
+		group.Discard(s.warn)
 		refuse(2, fmt.Errorf("policy: %w", err))
 		return
 	}
 	child, err := policy.Tighten(p.parent.Policy, request)
 	if err != nil {
+		group.Discard(s.warn)
 		refuse(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
 		return
 	}
@@ -414,7 +424,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}
 	n, err := session.StartNested(context.Background(), session.NestedOptions{
 		Parent: p.parent, Policy: child, Plan: s.plan, Layers: s.h.Layers(s.plan),
-		Argv: req.Argv, UID: p.uid, Tier: tier, Cgroup: s.cfg, Warn: s.warn, Launcher: launcher.pid, Timing: tm,
+		Argv: req.Argv, UID: p.uid, Tier: tier, Cgroup: s.cfg, Warn: s.warn, Group: group, Timing: tm,
 	})
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)

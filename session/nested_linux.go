@@ -63,11 +63,10 @@ type NestedOptions struct {
 	Tier string
 	// Cgroup is the session layout the parent was created in.
 	Cgroup cgroup.Config
-	// Launcher is the pid of the launcher of the child's command, in the
-	// parent's group and waiting for its spec (StartNestedLauncher); the
-	// caller checked it is the nested run's child. StartNested moves it
-	// into the child's group while it builds the rest.
-	Launcher int
+	// Group is the child's group, its launcher on its way in
+	// (ReserveNested); StartNested owns it from then on, and removes it
+	// when it fails.
+	Group *NestedGroup
 	// QuarantineDir receives the .git files the child creates that point
 	// git elsewhere (BPF-LSM path); "" is quarantine.DefaultDir.
 	QuarantineDir string
@@ -83,7 +82,6 @@ type NestedOptions struct {
 type Nested struct {
 	ID      string
 	Parent  string
-	group   *cgroup.Group
 	info    SessionInfo
 	ruleset *landlock.Ruleset
 	// bpflsm says the parent's filesystem layer, which the child has, is
@@ -93,11 +91,7 @@ type Nested struct {
 	undo   func(context.Context)
 	entry  Entry
 	tm     *phasetime.Recorder
-	// admitted is the move of the launcher into the group, which runs
-	// while the supervisor prepares the rest (Admitted waits for it).
-	admitted  chan error
-	admitOnce sync.Once
-	admitErr  error
+	g      *NestedGroup
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
@@ -106,16 +100,107 @@ type Nested struct {
 	denials []audit.Record
 }
 
-// StartNested creates a nested session: its group below the parent's
-// session group (so the parent's cgroup programs, limits and cgroup.kill
-// cover it), its BPF layers applied with its own rules keyed by its own
-// group, and its audit sink, which names the parent in every record. A
-// *BoundaryError means nothing was left behind.
+// NestedGroup is the group of a nested session about to be built
+// (ReserveNested): it exists below the parent's, and the launcher of the
+// child's command is being moved into it.
+type NestedGroup struct {
+	ID     string
+	parent string
+	group  *cgroup.Group
+	// admitted is the move of the launcher into the group, which runs
+	// while the supervisor prepares the rest (Admitted waits for it).
+	admitted  chan error
+	admitOnce sync.Once
+	admitErr  error
+}
+
+// ReserveNested creates the group of a nested session of parent, a
+// layout of cfg, and starts moving launcher (the launcher of the child's
+// command, in the parent's group and waiting for its spec:
+// StartNestedLauncher; the caller checked it is the nested run's child)
+// into it. The move waits for an RCU grace period (the write side of
+// cgroup_threadgroup_rwsem, ~10 ms after a quiet spell): it runs while the
+// caller compiles the child's policy and StartNested builds the rest, and
+// Admitted waits for it. Nothing runs in the group before the launcher
+// has its spec. StartNested takes the group, or Discard removes it.
+func ReserveNested(parent SessionInfo, cfg cgroup.Config, launcher int) (*NestedGroup, error) {
+	id, err := NewID()
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	cfg, err = nestedConfig(cfg, parent.CgroupPath)
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	group, err := cgroup.NewSession(cfg, id, cgroup.Limits{})
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	g := &NestedGroup{ID: id, parent: parent.ID, group: group, admitted: make(chan error, 1)}
+	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
+	return g, nil
+}
+
+// admit moves pid (the child's launcher) from the parent's group, at
+// parentPath below mount, into the child's: from then on the cgroup
+// programs judge it by the child's rules. Only a process of the parent's
+// own group is moved (a process of another nested session is not the
+// caller's to move), so the move only ever tightens. The nested run
+// itself stays in the parent's group: Finish kills only the command's
+// processes, and the run lives to print the child's refusals.
+func (g *NestedGroup) admit(mount, parentPath string, pid int) error {
+	fail := func(err error) error {
+		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move the launcher (pid %d) into nested session %s: %w", pid, g.ID, err)}
+	}
+	if pid <= 0 {
+		return fail(errors.New("no launcher"))
+	}
+	cg, err := cgroup.CgroupOf(pid)
+	if err != nil {
+		return fail(err)
+	}
+	if filepath.Join(mount, cg) != filepath.Clean(parentPath) {
+		return fail(fmt.Errorf("it is in cgroup %s, not in session %s", cg, g.parent))
+	}
+	if err := g.group.AddProcess(pid); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// Admitted waits for the launcher's move into the group and returns its
+// result.
+func (g *NestedGroup) Admitted() error {
+	g.admitOnce.Do(func() { g.admitErr = <-g.admitted })
+	return g.admitErr
+}
+
+// Discard removes a group StartNested did not take (the request was
+// refused), killing the launcher moved into it.
+func (g *NestedGroup) Discard(warn io.Writer) {
+	g.Admitted() // done with the group before it is removed
+	removeGroup(g.ID, g.group, warnOrDiscard(warn))
+}
+
+// StartNested creates a nested session in the group ReserveNested made
+// below the parent's session group (so the parent's cgroup programs,
+// limits and cgroup.kill cover it): its BPF layers applied with its own
+// rules keyed by its own group, and its audit sink, which names the parent
+// in every record. An error means nothing was left behind (the group is
+// discarded).
 func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	warn := warnOrDiscard(opts.Warn)
-	p, c := opts.Parent, opts.Policy
-	if p.Policy == nil || c == nil || opts.Plan == nil {
-		return nil, errors.New("nested session: parent policy, plan and child policy are required")
+	p, c, g := opts.Parent, opts.Policy, opts.Group
+	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil {
+		if g != nil {
+			g.Discard(warn)
+		}
+		return nil, errors.New("nested session: parent policy, plan, child policy and group are required")
+	}
+	n := &Nested{ID: g.ID, Parent: p.ID, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing, g: g}
+	fail := func(err error) (*Nested, error) {
+		g.Discard(warn)
+		return nil, err
 	}
 	// The child's limits can only be the parent's: its group lies below
 	// a group with processes, which cgroup v2 gives no controllers of its
@@ -125,46 +210,26 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		child, parent int64
 	}{{"limits.pids_max", c.Limits.PidsMax, p.Policy.Limits.PidsMax}, {"limits.memory_max", c.Limits.MemoryMax, p.Policy.Limits.MemoryMax}} {
 		if l.child != 0 && l.child != l.parent {
-			return nil, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)}
+			return fail(&BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)})
 		}
 	}
-	var ruleset *landlock.Ruleset
 	if opts.Plan.Landlock != planner.Absent {
 		rs, _, err := landlock.Plan(c, opts.Plan.LandlockABI)
 		if err != nil {
-			return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
+			return fail(&BoundaryError{Layer: LayerLandlock, Err: err})
 		}
 		if !rs.Empty() {
-			ruleset = rs
+			n.ruleset = rs
 		}
 	}
 	opts.Timing.Mark("nested: Landlock plan")
 	if c.Network.Policy != p.Policy.Network.Policy && !opts.Plan.Network {
 		// The parent's network is held by its namespace or not at all;
 		// the child's other rules need the cgroup programs.
-		return nil, &BoundaryError{Layer: LayerNetwork, Err: fmt.Errorf("network %q in a session with network %q needs the cgroup network layer, which the parent session does not have", c.Network.Policy, p.Policy.Network.Policy)}
+		return fail(&BoundaryError{Layer: LayerNetwork, Err: fmt.Errorf("network %q in a session with network %q needs the cgroup network layer, which the parent session does not have", c.Network.Policy, p.Policy.Network.Policy)})
 	}
-
-	id, err := NewID()
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	cfg, err := nestedConfig(opts.Cgroup, p.CgroupPath)
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	group, err := cgroup.NewSession(cfg, id, cgroup.Limits{})
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	n := &Nested{ID: id, Parent: p.ID, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing}
-	// The move waits for an RCU grace period (the write side of
-	// cgroup_threadgroup_rwsem): it runs while the sink opens, the layers
-	// are applied and the caller computes the spec (Started waits for
-	// it). The launcher does nothing before its spec.
-	n.admitted = make(chan error, 1)
-	go func() { n.admitted <- n.admit(cfg.Mount, p.CgroupPath, opts.Launcher) }()
-	n.tm.Mark("nested: group")
+	id, group := g.ID, g.group
+	var err error
 	digest, _ := c.Digest()
 	n.entry = Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
@@ -188,8 +253,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
 	if err != nil {
-		n.Admitted() // done with the group before it is removed
-		n.removeGroup(warn)
+		g.Discard(warn)
 		if n.created != nil {
 			n.created.Close()
 		}
@@ -197,7 +261,7 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		return nil, err
 	}
 	n.tm.Mark("nested: layers applied")
-	if ruleset != nil {
+	if n.ruleset != nil {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
 	}
 	// The nested run's launcher installs the seccomp filter again, and
@@ -268,42 +332,12 @@ func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 	return a
 }
 
-// Admitted waits for the launcher's move into the group (StartNested
-// started it) and returns its result.
-func (n *Nested) Admitted() error {
-	n.admitOnce.Do(func() { n.admitErr = <-n.admitted })
-	return n.admitErr
-}
+// Admitted waits for the launcher's move into the group and returns its
+// result.
+func (n *Nested) Admitted() error { return n.g.Admitted() }
 
 // Info is the child's identity, as its layers were given it.
 func (n *Nested) Info() SessionInfo { return n.info }
-
-// admit moves pid (the child's launcher) from the parent's group, at
-// parentPath below mount, into the child's: from then on the cgroup
-// programs judge it by the child's rules. Only a process of the parent's
-// own group is moved (a process of another nested session is not the
-// caller's to move), so the move only ever tightens. The nested run
-// itself stays in the parent's group: Finish kills only the command's
-// processes, and the run lives to print the child's refusals.
-func (n *Nested) admit(mount, parentPath string, pid int) error {
-	fail := func(err error) error {
-		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move the launcher (pid %d) into nested session %s: %w", pid, n.ID, err)}
-	}
-	if pid <= 0 {
-		return fail(errors.New("no launcher"))
-	}
-	cg, err := cgroup.CgroupOf(pid)
-	if err != nil {
-		return fail(err)
-	}
-	if filepath.Join(mount, cg) != filepath.Clean(parentPath) {
-		return fail(fmt.Errorf("it is in cgroup %s, not in session %s", cg, n.Parent))
-	}
-	if err := n.group.AddProcess(pid); err != nil {
-		return fail(err)
-	}
-	return nil
-}
 
 // Spec is the launch spec of the child's command: argv looked up in the
 // child's environment, which is env scrubbed by the child's policy (the
@@ -350,7 +384,7 @@ func (n *Nested) Started(pid int) error {
 	if err != nil {
 		return err
 	}
-	if cg == "/" || !strings.HasSuffix(n.group.Path, cg) {
+	if cg == "/" || !strings.HasSuffix(n.g.group.Path, cg) {
 		return fmt.Errorf("pid %d is in cgroup %s, not in nested session %s", pid, cg, n.ID)
 	}
 	n.aud.setLauncherPID(pid)
@@ -372,8 +406,8 @@ func (n *Nested) Started(pid int) error {
 // drained and session_stop written. It returns the child's refusals.
 func (n *Nested) Finish(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
-	n.Admitted()
-	n.removeGroup(warn)
+	g := n.g
+	g.Discard(warn)
 	n.tm.Mark("nested: group killed and removed")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.undo(tctx)
@@ -394,17 +428,17 @@ func (n *Nested) Finish(code int, err error) []audit.Record {
 	return append([]audit.Record(nil), n.denials...)
 }
 
-func (n *Nested) removeGroup(warn io.Writer) {
+func removeGroup(id string, group *cgroup.Group, warn io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := os.Stat(n.group.Path); err != nil {
+	if _, err := os.Stat(group.Path); err != nil {
 		return // the parent's end (stop, cgroup.kill) removed it
 	}
-	if err := n.group.Kill(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", n.ID, err)
+	if err := group.Kill(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
-	if err := n.group.Remove(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", n.ID, err)
+	if err := group.Remove(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
 }
 
