@@ -35,10 +35,11 @@ import (
 // parent (outside every session, root) calls StartNested, which builds
 // what only it can: the child's cgroup below the parent's, the child's
 // entries in the BPF maps, the child's audit sink. The nested `run` (inside
-// the parent session, with nothing left to build with) is moved into the
-// child's group and calls RunNested, which starts the launcher with
-// NestedSpec: that launcher stacks the child's Landlock ruleset on the
-// parent's domain and execs. So the child inherits everything the parent's
+// the parent session, with nothing left to build with) starts the
+// launcher first (StartNestedLauncher); the supervisor moves that launcher
+// into the child's group (ReserveNested) and answers with its spec, and
+// the launcher stacks the child's Landlock ruleset on the parent's domain
+// and execs. So the child inherits everything the parent's
 // boundary is (mount namespace, seccomp, no capabilities, Landlock) and
 // only narrows it; a nested `run` that skipped its steps would run with
 // the parent's rules, which the kernel still holds.

@@ -55,10 +55,11 @@ func inSession() (bool, error) {
 }
 
 // runNested is `run` inside a session: the supervisor of the session
-// (host.RunNesting) builds the nested session and moves this process into
-// it; this process stacks the child's Landlock domain on the parent's in
-// the launcher it starts, waits for the command and prints the child's
-// refusals on stderr (what an agent's model reads in the tool result).
+// (host.RunNesting) builds the nested session and moves the launcher this
+// process started into it; the launcher stacks the child's Landlock domain
+// on the parent's, and this process waits for the command and prints the
+// child's refusals on stderr (what an agent's model reads in the tool
+// result).
 func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr error) int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session not built: "+format+"; nothing ran\n", args...)
