@@ -199,7 +199,18 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 	if warn == nil {
 		warn = io.Discard
 	}
-	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
+	cfg := opts.Cgroup
+	if cfg.Mount == "" {
+		// Found once, not on every request: a nested group is made
+		// below the session's, in this mount.
+		m, err := cgroup.Cgroup2Mount()
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cfg.Mount = m
+	}
+	return &nestServer{h: h, plan: plan, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
