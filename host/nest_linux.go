@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,11 @@ type NestRequest struct {
 	// agent profile when empty).
 	Tier  string `json:"tier,omitempty"`
 	Agent string `json:"agent,omitempty"`
+	// Launcher is the pid of the launcher the nested run started for the
+	// command (a child of the nested run, in its group, waiting for its
+	// spec): the supervisor moves it into the child's group while it
+	// starts (session.StartNestedLauncher).
+	Launcher int `json:"launcher"`
 }
 
 // NestAnswer is the supervisor's answer to a NestRequest, and at the end
@@ -84,12 +90,10 @@ type NestAnswer struct {
 	Records []audit.Record `json:"records,omitempty"`
 }
 
-// NestReport is what the nested run reports once it was answered: its
-// launcher's pid (answered with a NestAnswer: the launcher waits for it),
-// then the command's exit status (answered with the refusals).
+// NestReport is what the nested run reports once it was answered: the
+// command's exit status (answered with the refusals).
 type NestReport struct {
-	Started int  `json:"started,omitempty"`
-	Exit    *int `json:"exit,omitempty"`
+	Exit *int `json:"exit,omitempty"`
 }
 
 // NestOptions configure the nested sessions RunNesting serves.
@@ -195,7 +199,18 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 	if warn == nil {
 		warn = io.Discard
 	}
-	return &nestServer{h: h, plan: plan, opts: nest, cfg: opts.Cgroup, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
+	cfg := opts.Cgroup
+	if cfg.Mount == "" {
+		// Found once, not on every request: a nested group is made
+		// below the session's, in this mount.
+		m, err := cgroup.Cgroup2Mount()
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cfg.Mount = m
+	}
+	return &nestServer{h: h, plan: plan, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
@@ -285,6 +300,39 @@ type peer struct {
 
 func (p *peer) alive() bool { return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil }
 
+// pinned is a process pinned by a pidfd.
+type pinned struct {
+	pid, pidfd int
+}
+
+func (l *pinned) alive() bool { return unix.PidfdSendSignal(l.pidfd, 0, nil, 0) == nil }
+
+// child pins pid, which must be a child of the peer: the launcher of its
+// command. Its group is ReserveNested's to check.
+func (p *peer) child(pid int) (*pinned, error) {
+	if pid <= 0 {
+		return nil, errors.New("no launcher pid (the nested run is of another version than its supervisor)")
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
+	}
+	kids, err := cgroup.Children(p.pid)
+	// Read the children, then check the pidfd: pid was the pinned
+	// process, not a successor's.
+	if err == nil && !slices.Contains(kids, pid) {
+		err = fmt.Errorf("pid %d is not a child of pid %d", pid, p.pid)
+	}
+	if err == nil && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		err = fmt.Errorf("pid %d exited", pid)
+	}
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, err
+	}
+	return &pinned{pid: pid, pidfd: pidfd}, nil
+}
+
 func (s *nestServer) authorize(conn *net.UnixConn) (*peer, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
@@ -350,13 +398,29 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(2, errors.New("bad request: no command, or a relative directory"))
 		return
 	}
+	launcher, err := p.child(req.Launcher)
+	if err != nil {
+		refuse(125, fmt.Errorf("bad request: launcher: %w", err))
+		return
+	}
+	defer unix.Close(launcher.pidfd)
+	// The group first: the launcher's move into it (a wait of its own)
+	// runs while the request is compiled and the session built.
+	group, err := session.ReserveNested(p.parent, s.cfg, launcher.pid)
+	if err != nil {
+		refuse(session.FailureOf(err).Code, err)
+		return
+	}
+	tm.Mark("nested: group reserved")
 	request, warnings, err := s.opts.Request(p.parent.Policy, req)
 	if err != nil {
+		group.Discard(s.warn)
 		refuse(2, fmt.Errorf("policy: %w", err))
 		return
 	}
 	child, err := policy.Tighten(p.parent.Policy, request)
 	if err != nil {
+		group.Discard(s.warn)
 		refuse(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
 		return
 	}
@@ -371,13 +435,12 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}
 	n, err := session.StartNested(context.Background(), session.NestedOptions{
 		Parent: p.parent, Policy: child, Plan: s.plan, Layers: s.h.Layers(s.plan),
-		Argv: req.Argv, UID: p.uid, Tier: tier, Cgroup: s.cfg, Warn: s.warn,
+		Argv: req.Argv, UID: p.uid, Tier: tier, Cgroup: s.cfg, Warn: s.warn, Group: group, Timing: tm,
 	})
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
-	tm.Mark("nested: group, layers, audit sink")
 	c := &nestChild{n: n}
 	s.mu.Lock()
 	s.children[n.ID] = c
@@ -391,8 +454,18 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}()
 	spec, err := n.Spec(req.Argv, req.Env, []string{NestEnv + "=" + s.path}, req.Dir)
 	tm.Mark("nested: spec")
+	// The pid moved was the pinned launcher's: still alive after the
+	// move, and in the child's group (Started), while it waits for the
+	// spec.
 	if err == nil {
-		err = n.Admit(p.pid)
+		err = n.Admitted()
+		tm.Mark("nested: launcher moved into the group")
+	}
+	if err == nil && !launcher.alive() {
+		err = fmt.Errorf("the launcher (pid %d) exited", launcher.pid)
+	}
+	if err == nil {
+		err = n.Started(launcher.pid)
 	}
 	if err == nil && !p.alive() {
 		err = fmt.Errorf("pid %d exited", p.pid)
@@ -402,7 +475,8 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
-	tm.Mark("nested: run admitted")
+	tm.Mark("nested: session_start")
+	// The launcher gets its spec from this answer.
 	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
 		c.finish(-1, err)
 		return
@@ -413,23 +487,9 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		if err := dec.Decode(&r); err != nil {
 			break
 		}
-		if r.Started != 0 {
-			if err := n.Started(r.Started); err != nil {
-				runErr = err
-				refuse(125, err)
-				break
-			}
-			// The launcher waits for this answer before it gets its spec.
-			if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID}); err != nil {
-				runErr = err
-				break
-			}
-			tm.Mark("nested: launcher started, session_start")
-		}
 		if r.Exit != nil {
 			tm.Mark("nested: command exited")
-			code, runErr = *r.Exit, n.Release(p.pid)
-			tm.Mark("nested: run released")
+			code, runErr = *r.Exit, nil
 			break
 		}
 	}

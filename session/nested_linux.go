@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/planner"
@@ -33,10 +35,11 @@ import (
 // parent (outside every session, root) calls StartNested, which builds
 // what only it can: the child's cgroup below the parent's, the child's
 // entries in the BPF maps, the child's audit sink. The nested `run` (inside
-// the parent session, with nothing left to build with) is moved into the
-// child's group and calls RunNested, which starts the launcher with
-// NestedSpec: that launcher stacks the child's Landlock ruleset on the
-// parent's domain and execs. So the child inherits everything the parent's
+// the parent session, with nothing left to build with) starts the
+// launcher first (StartNestedLauncher); the supervisor moves that launcher
+// into the child's group (ReserveNested) and answers with its spec, and
+// the launcher stacks the child's Landlock ruleset on the parent's domain
+// and execs. So the child inherits everything the parent's
 // boundary is (mount namespace, seccomp, no capabilities, Landlock) and
 // only narrows it; a nested `run` that skipped its steps would run with
 // the parent's rules, which the kernel still holds.
@@ -61,30 +64,35 @@ type NestedOptions struct {
 	Tier string
 	// Cgroup is the session layout the parent was created in.
 	Cgroup cgroup.Config
+	// Group is the child's group, its launcher on its way in
+	// (ReserveNested); StartNested owns it from then on, and removes it
+	// when it fails.
+	Group *NestedGroup
 	// QuarantineDir receives the .git files the child creates that point
 	// git elsewhere (BPF-LSM path); "" is quarantine.DefaultDir.
 	QuarantineDir string
 	Warn          io.Writer
+	// Timing, when set, is told when each phase of the child's end is
+	// done (OXSUPERVISE_DEBUG_TIMING).
+	Timing *phasetime.Recorder
 }
 
 // Nested is a nested session the supervisor built (StartNested): its
-// group exists, its layers are applied, and nothing runs in it until the
-// nested `run` is admitted.
+// group exists, its layers are applied, and its launcher is in its group,
+// waiting for the spec (Started, then the nested run's answer).
 type Nested struct {
-	ID     string
-	Parent string
-	// parentPath is the parent's session group, where Release moves the
-	// nested run back to.
-	parentPath string
-	group      *cgroup.Group
-	info       SessionInfo
-	ruleset    *launcher.Ruleset
+	ID      string
+	Parent  string
+	info    SessionInfo
+	ruleset *launcher.Ruleset
 	// bpflsm says the parent's filesystem layer, which the child has, is
 	// BPF-LSM.
 	bpflsm bool
 	aud    *auditor
 	undo   func(context.Context)
 	entry  Entry
+	tm     *phasetime.Recorder
+	g      *NestedGroup
 	// created is the BPF-LSM path's check of the .git files the child
 	// creates, as Run's (startCreatedCheck); nil without one.
 	created *quarantine.Watch
@@ -93,16 +101,107 @@ type Nested struct {
 	denials []audit.Record
 }
 
-// StartNested creates a nested session: its group below the parent's
-// session group (so the parent's cgroup programs, limits and cgroup.kill
-// cover it), its BPF layers applied with its own rules keyed by its own
-// group, and its audit sink, which names the parent in every record. A
-// *BoundaryError means nothing was left behind.
+// NestedGroup is the group of a nested session about to be built
+// (ReserveNested): it exists below the parent's, and the launcher of the
+// child's command is being moved into it.
+type NestedGroup struct {
+	ID     string
+	parent string
+	group  *cgroup.Group
+	// admitted is the move of the launcher into the group, which runs
+	// while the supervisor prepares the rest (Admitted waits for it).
+	admitted  chan error
+	admitOnce sync.Once
+	admitErr  error
+}
+
+// ReserveNested creates the group of a nested session of parent, a
+// layout of cfg, and starts moving launcher (the launcher of the child's
+// command, in the parent's group and waiting for its spec:
+// StartNestedLauncher; the caller checked it is the nested run's child)
+// into it. The move waits for an RCU grace period (the write side of
+// cgroup_threadgroup_rwsem, ~10 ms after a quiet spell): it runs while the
+// caller compiles the child's policy and StartNested builds the rest, and
+// Admitted waits for it. Nothing runs in the group before the launcher
+// has its spec. StartNested takes the group, or Discard removes it.
+func ReserveNested(parent SessionInfo, cfg cgroup.Config, launcher int) (*NestedGroup, error) {
+	id, err := NewID()
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	cfg, err = nestedConfig(cfg, parent.CgroupPath)
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	group, err := cgroup.NewSession(cfg, id, cgroup.Limits{})
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	g := &NestedGroup{ID: id, parent: parent.ID, group: group, admitted: make(chan error, 1)}
+	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
+	return g, nil
+}
+
+// admit moves pid (the child's launcher) from the parent's group, at
+// parentPath below mount, into the child's: from then on the cgroup
+// programs judge it by the child's rules. Only a process of the parent's
+// own group is moved (a process of another nested session is not the
+// caller's to move), so the move only ever tightens. The nested run
+// itself stays in the parent's group: Finish kills only the command's
+// processes, and the run lives to print the child's refusals.
+func (g *NestedGroup) admit(mount, parentPath string, pid int) error {
+	fail := func(err error) error {
+		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move the launcher (pid %d) into nested session %s: %w", pid, g.ID, err)}
+	}
+	if pid <= 0 {
+		return fail(errors.New("no launcher"))
+	}
+	cg, err := cgroup.CgroupOf(pid)
+	if err != nil {
+		return fail(err)
+	}
+	if filepath.Join(mount, cg) != filepath.Clean(parentPath) {
+		return fail(fmt.Errorf("it is in cgroup %s, not in session %s", cg, g.parent))
+	}
+	if err := g.group.AddProcess(pid); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// Admitted waits for the launcher's move into the group and returns its
+// result.
+func (g *NestedGroup) Admitted() error {
+	g.admitOnce.Do(func() { g.admitErr = <-g.admitted })
+	return g.admitErr
+}
+
+// Discard removes a group StartNested did not take (the request was
+// refused), killing the launcher moved into it.
+func (g *NestedGroup) Discard(warn io.Writer) {
+	g.Admitted() // done with the group before it is removed
+	removeGroup(g.ID, g.group, warnOrDiscard(warn))
+}
+
+// StartNested creates a nested session in the group ReserveNested made
+// below the parent's session group (so the parent's cgroup programs,
+// limits and cgroup.kill cover it): its BPF layers applied with its own
+// rules keyed by its own group, and its audit sink, which names the parent
+// in every record. An error means nothing was left behind (the group is
+// discarded).
 func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	warn := warnOrDiscard(opts.Warn)
-	p, c := opts.Parent, opts.Policy
-	if p.Policy == nil || c == nil || opts.Plan == nil {
-		return nil, errors.New("nested session: parent policy, plan and child policy are required")
+	p, c, g := opts.Parent, opts.Policy, opts.Group
+	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil {
+		if g != nil {
+			g.Discard(warn)
+		}
+		return nil, errors.New("nested session: parent policy, plan, child policy and group are required")
+	}
+	n := &Nested{ID: g.ID, Parent: p.ID, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing, g: g}
+	fail := func(err error) (*Nested, error) {
+		g.Discard(warn)
+		return nil, err
 	}
 	// The child's limits can only be the parent's: its group lies below
 	// a group with processes, which cgroup v2 gives no controllers of its
@@ -112,44 +211,33 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		child, parent int64
 	}{{"limits.pids_max", c.Limits.PidsMax, p.Policy.Limits.PidsMax}, {"limits.memory_max", c.Limits.MemoryMax, p.Policy.Limits.MemoryMax}} {
 		if l.child != 0 && l.child != l.parent {
-			return nil, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)}
+			return fail(&BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)})
 		}
 	}
-	var ruleset *launcher.Ruleset
 	if opts.Plan.Landlock != planner.Absent {
 		rs, _, err := landlock.Plan(c, opts.Plan.LandlockABI)
 		if err != nil {
-			return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
+			return fail(&BoundaryError{Layer: LayerLandlock, Err: err})
 		}
 		if !rs.Empty() {
-			ruleset = rs
+			n.ruleset = rs
 		}
 	}
+	opts.Timing.Mark("nested: Landlock plan")
 	if c.Network.Policy != p.Policy.Network.Policy && !opts.Plan.Network {
 		// The parent's network is held by its namespace or not at all;
 		// the child's other rules need the cgroup programs.
-		return nil, &BoundaryError{Layer: LayerNetwork, Err: fmt.Errorf("network %q in a session with network %q needs the cgroup network layer, which the parent session does not have", c.Network.Policy, p.Policy.Network.Policy)}
+		return fail(&BoundaryError{Layer: LayerNetwork, Err: fmt.Errorf("network %q in a session with network %q needs the cgroup network layer, which the parent session does not have", c.Network.Policy, p.Policy.Network.Policy)})
 	}
-
-	id, err := NewID()
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	cfg, err := nestedConfig(opts.Cgroup, p.CgroupPath)
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	group, err := cgroup.NewSession(cfg, id, cgroup.Limits{})
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	n := &Nested{ID: id, Parent: p.ID, parentPath: p.CgroupPath, group: group, ruleset: ruleset, bpflsm: opts.Plan.BPFLSM}
+	id, group := g.ID, g.group
+	var err error
 	digest, _ := c.Digest()
 	n.entry = Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
 		Cgroup: group.Path, CgroupID: group.CgroupID, Command: opts.Argv, PolicyDigest: digest, Started: time.Now().UTC(),
 	}
 	n.aud = n.openAuditor(c, warn)
+	n.tm.Mark("nested: audit sink")
 	n.info = SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: c, Audit: n.aud.sink}
 	if p.PrivateShm != nil && landlock.PrivateShmWritable(c) {
 		// The nested run shares the parent's mount namespace, its
@@ -166,20 +254,22 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	n.undo, err = applyLayers(ctx, opts.Layers, n.info)
 	if err != nil {
-		n.removeGroup(warn)
+		g.Discard(warn)
 		if n.created != nil {
 			n.created.Close()
 		}
 		n.aud.close()
 		return nil, err
 	}
-	if ruleset != nil {
+	n.tm.Mark("nested: layers applied")
+	if n.ruleset != nil {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
 	}
 	// The nested run's launcher installs the seccomp filter again, and
 	// its refusals, like Landlock's, reach only the kernel audit feed.
 	if opts.Plan.KernelAudit {
 		n.aud.followKernelAudit(opts.Cgroup)
+		n.tm.Mark("nested: kernel audit followed")
 	}
 	for _, l := range opts.Layers {
 		n.entry.Layers = append(n.entry.Layers, l.Name())
@@ -243,28 +333,12 @@ func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 	return a
 }
 
+// Admitted waits for the launcher's move into the group and returns its
+// result.
+func (n *Nested) Admitted() error { return n.g.Admitted() }
+
 // Info is the child's identity, as its layers were given it.
 func (n *Nested) Info() SessionInfo { return n.info }
-
-// Admit moves pid (the nested `run`, which forks the command) into the
-// child's group: from then on the cgroup programs judge it by the child's
-// rules.
-func (n *Nested) Admit(pid int) error {
-	if err := n.group.AddProcess(pid); err != nil {
-		return &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("move pid %d into nested session %s: %w", pid, n.ID, err)}
-	}
-	return nil
-}
-
-// Release moves pid (the nested run, its command ended) back into the
-// parent's group, so that Finish kills only what the command left behind
-// and the nested run lives to print the child's refusals.
-func (n *Nested) Release(pid int) error {
-	if err := os.WriteFile(filepath.Join(n.parentPath, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
-		return fmt.Errorf("move pid %d back into session %s: %w", pid, n.Parent, err)
-	}
-	return nil
-}
 
 // Spec is the launch spec of the child's command: argv looked up in the
 // child's environment, which is env scrubbed by the child's policy (the
@@ -300,15 +374,18 @@ func slicesDeleteEnv(env []string, name string) []string {
 }
 
 // Started records that the launcher of the child's command is pid, which
-// must be in the child's group (it is the caller's word, checked while the
-// launcher waits for its spec, so it is alive), and writes the child's
-// session_start.
+// must be in the child's group (checked while the launcher waits for its
+// spec, which the caller confirms alive by its pidfd afterwards), and
+// writes the child's session_start.
 func (n *Nested) Started(pid int) error {
+	if err := n.Admitted(); err != nil {
+		return err
+	}
 	cg, err := cgroup.CgroupOf(pid)
 	if err != nil {
 		return err
 	}
-	if cg == "/" || !strings.HasSuffix(n.group.Path, cg) {
+	if cg == "/" || !strings.HasSuffix(n.g.group.Path, cg) {
 		return fmt.Errorf("pid %d is in cgroup %s, not in nested session %s", pid, cg, n.ID)
 	}
 	n.aud.setLauncherPID(pid)
@@ -330,10 +407,13 @@ func (n *Nested) Started(pid int) error {
 // drained and session_stop written. It returns the child's refusals.
 func (n *Nested) Finish(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
-	n.removeGroup(warn)
+	g := n.g
+	g.Discard(warn)
+	n.tm.Mark("nested: group killed and removed")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.undo(tctx)
 	cancel()
+	n.tm.Mark("nested: layers undone")
 	if n.created != nil {
 		// The layers handed over every report: the end's check.
 		n.created.Close()
@@ -343,75 +423,112 @@ func (n *Nested) Finish(code int, err error) []audit.Record {
 		n.aud.stop.Ox.ParentSession = n.Parent
 	}
 	n.aud.close()
+	n.tm.Mark("nested: audit closed")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]audit.Record(nil), n.denials...)
 }
 
-func (n *Nested) removeGroup(warn io.Writer) {
+func removeGroup(id string, group *cgroup.Group, warn io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := os.Stat(n.group.Path); err != nil {
+	if _, err := os.Stat(group.Path); err != nil {
 		return // the parent's end (stop, cgroup.kill) removed it
 	}
-	if err := n.group.Kill(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", n.ID, err)
+	if err := group.Kill(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
-	if err := n.group.Remove(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", n.ID, err)
+	if err := group.Remove(ctx); err != nil {
+		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
 }
 
-// RunNested is the nested `run`'s half: already in the child's group
-// (Admit), it starts the launcher with spec, calls started with the
-// launcher's pid before the launcher has the spec (it cannot run anything
-// yet; an error kills it), and waits for the command. A *BoundaryError means
-// the command did not run.
-func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.File, started func(pid int) error) (int, error) {
+// NestedLauncher is the launcher of a nested session's command, started
+// by the nested `run` before it asks the supervisor for the session
+// (StartNestedLauncher): it waits for its spec, with no rule of the child
+// yet, while the supervisor builds the child and moves it into the child's
+// group (NestedOptions.Launcher). That move waits for an RCU grace period
+// (cgroup_threadgroup_rwsem taken for write, ~10 ms); the launcher's own
+// start overlaps it instead of following it. Run or Abort ends it, on the
+// goroutine that started it.
+type NestedLauncher struct {
+	program        *launcherExec // which launcher (launcherCommand)
+	cmd            *exec.Cmd
+	specW, statusR *os.File
+	sigs           chan os.Signal
+}
+
+// StartNestedLauncher starts the launcher of a nested session's command,
+// in this process's group (the parent session's). A *BoundaryError means
+// there is none. It locks the calling goroutine to its thread (Pdeathsig
+// is the forking thread's: the command dies with this run) until Run or
+// Abort.
+func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: err}
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 	}
 	defer specR.Close()
-	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: err}
+		specW.Close()
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 	}
-	defer statusR.Close()
 	defer statusW.Close()
-	// Pdeathsig is the forking thread's: the command dies with this run.
+	l := &NestedLauncher{specW: specW, statusR: statusR, sigs: make(chan os.Signal, 8)}
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	x, err := launcherCommand("", []*os.File{specR, statusW})
 	if err != nil {
-		return 0, err
+		l.release()
+		return nil, err
 	}
-	defer x.close()
-	cmd := x.cmd
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
+	l.program = x
+	l.cmd = x.cmd
+	l.cmd.Stdin, l.cmd.Stdout, l.cmd.Stderr = stdin, stdout, stderr
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	if err := l.cmd.Start(); err != nil {
+		l.release()
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
 	}
-	specR.Close()
-	statusW.Close()
-	// Before the spec: the launcher waits for it, so the supervisor
-	// checks a live process of the child's group, whatever the command
-	// does once it runs.
-	if started != nil {
-		if err := started(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
-		}
+	return l, nil
+}
+
+// Pid is the launcher's pid, for the supervisor to move into the child's
+// group.
+func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
+
+// Kill kills the launcher (and the command it became); safe from any
+// goroutine.
+func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
+
+func (l *NestedLauncher) release() {
+	signal.Stop(l.sigs)
+	l.specW.Close()
+	l.statusR.Close()
+	if l.program != nil {
+		l.program.close()
 	}
-	_, werr := specW.Write(specBytes(spec))
-	specW.Close()
-	status, _ := io.ReadAll(statusR)
+	runtime.UnlockOSThread()
+}
+
+// Abort ends a launcher that will get no spec: the supervisor refused the
+// session or went away.
+func (l *NestedLauncher) Abort() {
+	l.cmd.Process.Kill()
+	l.cmd.Wait()
+	l.release()
+}
+
+// Run hands the launcher spec (the supervisor's answer: the launcher is in
+// the child's group now) and waits for the command. A *BoundaryError means
+// the command did not run.
+func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
+	defer l.release()
+	cmd := l.cmd
+	_, werr := l.specW.Write(specBytes(spec))
+	l.specW.Close()
+	status, _ := io.ReadAll(l.statusR)
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
 		if werr != nil {
@@ -425,7 +542,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			select {
 			case <-done:
 				return
-			case s := <-sigs:
+			case s := <-l.sigs:
 				if (s == unix.SIGINT || s == unix.SIGQUIT) && sameForegroundGroup() {
 					continue
 				}
@@ -433,7 +550,7 @@ func RunNested(ctx context.Context, spec LaunchSpec, stdin, stdout, stderr *os.F
 			}
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(done)
 	if code, ok := ExitStatus(err); ok {
 		return code, nil

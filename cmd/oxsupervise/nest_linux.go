@@ -14,13 +14,13 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/openoxide/oxsupervise/agenthook"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
+	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -55,10 +55,11 @@ func inSession() (bool, error) {
 }
 
 // runNested is `run` inside a session: the supervisor of the session
-// (host.RunNesting) builds the nested session and moves this process into
-// it; this process stacks the child's Landlock domain on the parent's in
-// the launcher it starts, waits for the command and prints the child's
-// refusals on stderr (what an agent's model reads in the tool result).
+// (host.RunNesting) builds the nested session and moves the launcher this
+// process started into it; the launcher stacks the child's Landlock domain
+// on the parent's, and this process waits for the command and prints the
+// child's refusals on stderr (what an agent's model reads in the tool
+// result).
 func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr error) int {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session not built: "+format+"; nothing ran\n", args...)
@@ -78,25 +79,42 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	if sock == "" {
 		return fail("no supervisor serves this session (%s is not set: the session was not started by this version's run or daemon)", host.NestEnv)
 	}
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		return fail("supervisor socket: %v", err)
-	}
-	defer conn.Close()
+	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	wd, err := os.Getwd()
 	if err != nil {
 		return fail("current directory: %v", err)
 	}
+	// The launcher starts first: its start overlaps the supervisor's work,
+	// which ends by moving it into the child's group (a wait of its own).
+	l, err := session.StartNestedLauncher(os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return fail("%v", err)
+	}
+	tm.Mark("nested run: launcher started")
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		l.Abort()
+		return fail("supervisor socket: %v", err)
+	}
+	defer conn.Close()
 	enc, dec := json.NewEncoder(conn), json.NewDecoder(conn)
-	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent}
+	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent, Launcher: l.Pid()}
 	if err := enc.Encode(req); err != nil {
+		l.Abort()
 		return fail("send the request: %v", err)
 	}
+	tm.Mark("nested run: request sent")
 	var a host.NestAnswer
 	if err := dec.Decode(&a); err != nil {
+		l.Abort()
 		return fail("the supervisor did not answer: %v", err)
 	}
-	if a.Error != "" {
+	tm.Mark("nested run: answered")
+	if a.Error != "" || a.Spec == nil {
+		l.Abort()
+		if a.Error == "" {
+			a.Error = "the answer has no launch spec"
+		}
 		fmt.Fprintf(s.err, "oxsupervise run: nested session refused: %s\nnothing ran\n", a.Error)
 		if a.Code == 0 {
 			return exitNoBoundary
@@ -108,52 +126,33 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	}
 	// The final answer, or the supervisor's end: without a supervisor
 	// the child's rules may lose their owner, so its command goes too.
-	var pid atomic.Int64
-	watching := false // the final answer is being read (set before the command can start)
+	var ended atomic.Bool
 	final := make(chan host.NestAnswer, 1)
-	watch := func() {
+	go func() {
 		var f host.NestAnswer
 		if err := dec.Decode(&f); err != nil {
-			if p := pid.Load(); p > 0 {
-				syscall.Kill(int(p), syscall.SIGKILL)
+			if !ended.Load() {
+				l.Kill()
 			}
 			close(final)
 			return
 		}
 		final <- f
-	}
-	code, err := session.RunNested(ctx, *a.Spec, os.Stdin, os.Stdout, os.Stderr, func(p int) error {
-		pid.Store(int64(p))
-		if err := enc.Encode(host.NestReport{Started: p}); err != nil {
-			return fmt.Errorf("supervisor: %w", err)
-		}
-		var ack host.NestAnswer
-		if err := dec.Decode(&ack); err != nil {
-			return fmt.Errorf("the supervisor did not answer: %w", err)
-		}
-		if ack.Error != "" {
-			return fmt.Errorf("the supervisor refused the launcher: %s", ack.Error)
-		}
-		watching = true
-		go watch()
-		return nil
-	})
+	}()
+	code, err := l.Run(ctx, *a.Spec)
+	ended.Store(true)
+	tm.Mark("nested run: command exited")
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
 		code = f.Code
 	}
-	if !watching {
-		// The supervisor refused the launcher or went away: it ended the
-		// nested session itself.
-		return code
-	}
-	pid.Store(0)
 	if err := enc.Encode(host.NestReport{Exit: &code}); err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away: %v\n", a.Session, err)
 		return code
 	}
 	f, ok := <-final
+	tm.Mark("nested run: session ended")
 	if !ok {
 		fmt.Fprintf(s.err, "oxsupervise run: nested session %s: the supervisor went away before it ended the session\n", a.Session)
 		if code == 0 {
