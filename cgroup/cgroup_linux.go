@@ -88,6 +88,18 @@ func (c Config) resolve() (mount, parent string, err error) {
 	return mount, filepath.Clean(parent), nil
 }
 
+// Resolved returns c with its cgroup2 mount point found (and checked), for
+// a caller that hands the same Config to several operations: each would
+// otherwise read /proc/self/mountinfo again.
+func (c Config) Resolved() (Config, error) {
+	mount, _, err := c.resolve()
+	if err != nil {
+		return c, err
+	}
+	c.Mount = mount
+	return c, nil
+}
+
 // ParentDir returns the directory of the group that holds the session
 // groups (<mount>/<parent>), creating it if needed: NewSession puts
 // sessions there, and the network programs attach there once for all of
