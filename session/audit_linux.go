@@ -203,6 +203,14 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 	}
 }
 
+// endKernelAudit starts the kernel audit drain (Reader.Run's marker) once
+// the session's processes are gone; close waits for it to finish.
+func (a *auditor) endKernelAudit() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+}
+
 // close collects the kernel's last records, then closes everything. It is
 // called once the session's processes are gone, so every refusal they made
 // is already queued in the kernel: cancelling makes the reader drain the

@@ -265,9 +265,13 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	tm.Mark("name watch")
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
-	cleanupSession(group, opts.Registry, id, warn)
-	tm.Mark("cgroup killed and removed")
-	// Every process of the session is gone: the final check of names.
+	removed := endSession(group, opts.Registry, id)
+	tm.Mark("cgroup killed")
+	// Every process of the session is gone, so every refusal it made is
+	// queued in the kernel: the kernel audit drain starts now and runs
+	// while the rest is torn down (aud.close waits for it).
+	aud.endKernelAudit()
+	// The final check of names.
 	names.close()
 	tm.Mark("final check of names")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -275,6 +279,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoLayers(tctx)
 	cancel()
 	tm.Mark("layers undone")
+	removed(warn)
+	tm.Mark("cgroup and registry entry removed")
 	// The layers have handed over every report: the check of the entries
 	// they let the session create.
 	created.close()
@@ -288,21 +294,42 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.
 func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
+	endSession(group, reg, id)(warn)
+}
+
+// endSession kills every process left in the group (setsid and double
+// forks included) and returns once the group is empty. Removing the group
+// and the registry entry (a journalled unlink on most hosts) goes on
+// meanwhile, alongside the rest of the teardown; the returned function
+// waits for it and says on warn what failed.
+func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn io.Writer)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	var errs []error
 	if _, err := os.Stat(group.Path); errors.Is(err, fs.ErrNotExist) {
 		// `oxsupervise stop` got there first.
+		cancel()
 		reg.Delete(id)
-		return
+		return func(io.Writer) {}
 	}
 	if err := group.Kill(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+		errs = append(errs, err)
 	}
-	if err := group.Remove(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
-	}
-	if err := reg.Delete(id); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		if err := group.Remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := reg.Delete(id); err != nil {
+			errs = append(errs, err)
+		}
+	}()
+	return func(warn io.Writer) {
+		<-done
+		for _, err := range errs {
+			fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+		}
 	}
 }
 
