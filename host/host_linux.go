@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -71,6 +72,8 @@ type Host struct {
 	roviewErr error
 	// pins are what Pins pinned, by layer, and pinFailed why a layer
 	// built is not pinned; pinErr is why the host could not pin at all.
+	// mu guards them while Open builds layers side by side.
+	mu        sync.Mutex
 	pins      map[string]Pinned
 	pinFailed map[string]error
 	pinErr    error
@@ -140,12 +143,27 @@ func Open(opts Options, want planner.Want) *Host {
 		h.fsErr = h.buildFS(opts, ring)
 		opts.Timing.Mark("host: bpf-lsm")
 	}
-	if want.Network {
+	// Only a session without BPF-LSM has a read-only view to audit.
+	wantROView := want.ReadOnlyViewAudit && h.fs == nil
+	if want.Network && wantROView {
+		// The two layers share nothing but the ring (opened first) and
+		// the pin bookkeeping (under h.mu): they are opened side by side.
+		if _, err := ring(); err != nil {
+			h.netErr, h.roviewErr = err, err
+		} else {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.roviewErr = h.buildROView(opts, ring)
+			}()
+			h.netErr = h.buildNet(opts, ring)
+			<-done
+		}
+		opts.Timing.Mark("host: ring, network, read-only view audit")
+	} else if want.Network {
 		h.netErr = h.buildNet(opts, ring)
 		opts.Timing.Mark("host: ring, network")
-	}
-	if want.ReadOnlyViewAudit && h.fs == nil {
-		// Only a session without BPF-LSM has a read-only view to audit.
+	} else if wantROView {
 		h.roviewErr = h.buildROView(opts, ring)
 		opts.Timing.Mark("host: read-only view audit")
 	}
@@ -282,7 +300,10 @@ func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) err
 // whether it did. Pins that do not open are discarded, for the layer to
 // be loaded afresh and pinned in their place.
 func (h *Host) reuse(layer string, parent uint64, open func(dir string) error) bool {
-	if h.pinErr != nil || !h.ringReused {
+	h.mu.Lock()
+	pinErr := h.pinErr
+	h.mu.Unlock()
+	if pinErr != nil || !h.ringReused {
 		return false
 	}
 	dir := h.pinning.Reusable(layer, parent)
@@ -290,13 +311,19 @@ func (h *Host) reuse(layer string, parent uint64, open func(dir string) error) b
 		return false
 	}
 	if err := open(dir); err != nil {
-		h.pinFailed[layer] = fmt.Errorf("pinned %s programs not reused: %w", layer, err)
-		if err := h.pinning.Discard(layer, parent); err != nil {
-			h.pinFailed[layer] = err
-			h.pinErr = err
+		failed := fmt.Errorf("pinned %s programs not reused: %w", layer, err)
+		derr := h.pinning.Discard(layer, parent)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.pinFailed[layer] = failed
+		if derr != nil {
+			h.pinFailed[layer] = derr
+			h.pinErr = derr
 		}
 		return false
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.pins[layer] = Pinned{Layer: layer, Reused: true, Set: loader.PinSet{Dir: dir}, Generation: loader.Generation{Dir: dir}}
 	return true
 }
