@@ -15,9 +15,9 @@ import (
 )
 
 // A refusal that is the session's last act (a write, and the read of a
-// credential) — the command's final
-// process makes it and exits, and the supervisor tears the session down at
-// once — is in the audit log when `run` returns: the teardown's drains
+// credential) — the command's final process makes it and exits, and the
+// supervisor tears the session down at once — is in the audit log, before
+// session_stop, when `run` returns: the teardown's drains
 // (the BPF ring buffer of the read-only view's tracer, the kernel audit
 // feed of Landlock up to the supervisor's own marker) end only once they
 // have every refusal, not after a wait for silence. Each way a refusal
