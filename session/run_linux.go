@@ -187,26 +187,28 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
-	digest, _ := opts.Policy.Digest()
-	entry := Entry{
-		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
-		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
-		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: time.Now().UTC(),
-	}
-	for _, l := range opts.Layers {
-		entry.Layers = append(entry.Layers, l.Name())
-	}
+	started := time.Now().UTC()
 	early, gated := splitExecGated(opts.Layers)
 	// The launcher starts now and waits for its spec, which it gets only
 	// once everything below is in place: its own start-up overlaps the
-	// rest of the session's set-up, and nothing of the command runs
-	// before that is done.
+	// rest of the session's set-up (the registry entry, with the policy's
+	// digest, among it), and nothing of the command runs before that is
+	// done.
 	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0, shm)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
 	}
 	tm.Mark("launcher started")
+	digest, _ := opts.Policy.Digest()
+	entry := Entry{
+		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
+		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
+		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: started,
+	}
+	for _, l := range opts.Layers {
+		entry.Layers = append(entry.Layers, l.Name())
+	}
 	if err := opts.Registry.Put(entry); err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
