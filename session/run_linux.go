@@ -276,9 +276,18 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// The final check of names.
 	names.close()
 	tm.Mark("final check of names")
+	// Nothing of the session runs any more: the layers applied at the
+	// exec gate and those applied before it are undone side by side (each
+	// drains the reports of its programs first, and they share nothing
+	// else).
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	undoGated(tctx)
+	gatedUndone := make(chan struct{})
+	go func() {
+		defer close(gatedUndone)
+		undoGated(tctx)
+	}()
 	undoLayers(tctx)
+	<-gatedUndone
 	cancel()
 	tm.Mark("layers undone")
 	removed(warn)
