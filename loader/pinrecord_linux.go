@@ -49,16 +49,12 @@ func pinDigest(maps map[string]*ebpf.Map, ids map[string]ebpf.MapID, progs map[s
 		binary.Write(h, binary.LittleEndian, []uint32{uint32(ids[name]), uint32(m.Type()), m.KeySize(), m.ValueSize(), m.MaxEntries(), m.Flags()})
 	}
 	for _, name := range sortedKeys(progs) {
-		info, err := progs[name].Info()
+		info, err := progInfo(progs[name])
 		if err != nil {
 			return "", fmt.Errorf("program %s: %w", name, err)
 		}
-		id, ok := info.ID()
-		if !ok {
-			return "", fmt.Errorf("program %s: the kernel reports no id", name)
-		}
 		fmt.Fprintf(h, "program %q\n", name)
-		binary.Write(h, binary.LittleEndian, []uint32{uint32(id), uint32(info.Type)})
+		binary.Write(h, binary.LittleEndian, []uint32{uint32(info.ID), info.Type})
 	}
 	links = append([]string(nil), links...)
 	sort.Strings(links)
@@ -83,13 +79,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func mapIDs(maps map[string]*ebpf.Map) (map[string]ebpf.MapID, error) {
 	ids := make(map[string]ebpf.MapID, len(maps))
 	for name, m := range maps {
-		info, err := m.Info()
+		id, err := mapID(m)
 		if err != nil {
 			return nil, fmt.Errorf("map %s: %w", name, err)
-		}
-		id, ok := info.ID()
-		if !ok {
-			return nil, fmt.Errorf("map %s: the kernel reports no id", name)
 		}
 		ids[name] = id
 	}

@@ -95,17 +95,13 @@ func LoadPinnedROView(objs *ROViewObjects, events *EventMaps, dir string) error 
 
 // usesMaps checks that prog uses every map of ids.
 func usesMaps(prog *ebpf.Program, ids map[string]ebpf.MapID) error {
-	info, err := prog.Info()
+	info, err := progInfo(prog)
 	if err != nil {
-		return fmt.Errorf("program info: %w", err)
-	}
-	used, ok := info.MapIDs()
-	if !ok {
-		return errors.New("the kernel does not say which maps the program uses")
+		return err
 	}
 	for name, id := range ids {
-		if !slices.Contains(used, id) {
-			return fmt.Errorf("program %s does not use the pinned map %s", info.Name, name)
+		if !slices.Contains(info.Maps, id) {
+			return fmt.Errorf("program %d does not use the pinned map %s", info.ID, name)
 		}
 	}
 	return nil
