@@ -17,20 +17,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pointer is a __aligned_u64 of the kernel's that holds an address: an
+// unsafe.Pointer, so that the runtime keeps what it points to where it
+// points (a moved stack is adjusted), padded to 64 bits (the loader is
+// built for little-endian machines only, like its objects).
+type pointer struct {
+	p unsafe.Pointer
+	_ [8 - unsafe.Sizeof(uintptr(0))]byte
+}
+
 // objInfoAttr is the bpf_attr of BPF_OBJ_GET_INFO_BY_FD.
 type objInfoAttr struct {
 	fd      uint32
 	infoLen uint32
-	info    uint64
+	info    pointer
 }
 
 // objInfo fills the first size bytes of the kernel's bpf_*_info of fd
-// into info (which must be heap memory of at least size bytes: the kernel
-// is handed its address).
+// into info.
 func objInfo(fd int, info unsafe.Pointer, size uintptr) error {
-	attr := &objInfoAttr{fd: uint32(fd), infoLen: uint32(size), info: uint64(uintptr(info))}
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_OBJ_GET_INFO_BY_FD, uintptr(unsafe.Pointer(attr)), unsafe.Sizeof(*attr))
-	runtime.KeepAlive(attr)
+	attr := objInfoAttr{fd: uint32(fd), infoLen: uint32(size), info: pointer{p: info}}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_OBJ_GET_INFO_BY_FD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	runtime.KeepAlive(info)
 	if errno != 0 {
 		return errno
@@ -58,7 +65,7 @@ type progInfoHead struct {
 	jitedProgInsns, xlatedInsns uint64
 	loadTime                    uint64
 	createdByUID, nrMapIDs      uint32
-	mapIDs                      uint64
+	mapIDs                      pointer
 }
 
 // programInfo is what a reopen checks of a pinned program: its type (the
@@ -76,7 +83,7 @@ const maxProgramMaps = 64
 // progInfo returns p's type, kernel id and the ids of the maps it uses.
 func progInfo(p *ebpf.Program) (programInfo, error) {
 	ids := make([]uint32, maxProgramMaps)
-	info := &progInfoHead{nrMapIDs: maxProgramMaps, mapIDs: uint64(uintptr(unsafe.Pointer(&ids[0])))}
+	info := &progInfoHead{nrMapIDs: maxProgramMaps, mapIDs: pointer{p: unsafe.Pointer(&ids[0])}}
 	err := objInfo(p.FD(), unsafe.Pointer(info), unsafe.Sizeof(*info))
 	runtime.KeepAlive(ids)
 	if err != nil {
