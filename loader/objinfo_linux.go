@@ -17,15 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pointer is a __aligned_u64 of the kernel's that holds an address: an
-// unsafe.Pointer, so that the runtime keeps what it points to where it
-// points (a moved stack is adjusted), padded to 64 bits (the loader is
-// built for little-endian machines only, like its objects).
-type pointer struct {
-	p unsafe.Pointer
-	_ [8 - unsafe.Sizeof(uintptr(0))]byte
-}
-
 // objInfoAttr is the bpf_attr of BPF_OBJ_GET_INFO_BY_FD.
 type objInfoAttr struct {
 	fd      uint32
@@ -36,7 +27,8 @@ type objInfoAttr struct {
 // objInfo fills the first size bytes of the kernel's bpf_*_info of fd
 // into info.
 func objInfo(fd int, info unsafe.Pointer, size uintptr) error {
-	attr := objInfoAttr{fd: uint32(fd), infoLen: uint32(size), info: pointer{p: info}}
+	var attr objInfoAttr // zeroed whole: the kernel refuses stray bytes
+	attr.fd, attr.infoLen, attr.info.p = uint32(fd), uint32(size), info
 	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_OBJ_GET_INFO_BY_FD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	runtime.KeepAlive(info)
 	if errno != 0 {
@@ -83,7 +75,8 @@ const maxProgramMaps = 64
 // progInfo returns p's type, kernel id and the ids of the maps it uses.
 func progInfo(p *ebpf.Program) (programInfo, error) {
 	ids := make([]uint32, maxProgramMaps)
-	info := &progInfoHead{nrMapIDs: maxProgramMaps, mapIDs: pointer{p: unsafe.Pointer(&ids[0])}}
+	info := new(progInfoHead)
+	info.nrMapIDs, info.mapIDs.p = maxProgramMaps, unsafe.Pointer(&ids[0])
 	err := objInfo(p.FD(), unsafe.Pointer(info), unsafe.Sizeof(*info))
 	runtime.KeepAlive(ids)
 	if err != nil {

@@ -59,7 +59,7 @@ func EnsurePinDir(dir string) error {
 	// first) needs no mount found or made: one statfs instead of reading
 	// the mount table.
 	var st unix.Statfs_t
-	if unix.Statfs(dir, &st) == nil && st.Type == unix.BPF_FS_MAGIC {
+	if unix.Statfs(dir, &st) == nil && uint32(st.Type) == unix.BPF_FS_MAGIC {
 		return restrictPinDir(dir)
 	}
 	mnt, fstype, err := mountOf(dir)
