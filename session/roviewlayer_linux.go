@@ -152,6 +152,32 @@ func (l *ROViewLayer) add(cgroupID uint64) error {
 	return nil
 }
 
+// attachAhead attaches the program before Run applies the layer at the
+// exec gate (it calls this while the launcher starts), so that applying
+// it there only adds the session: attaching rewrites the kernel's system
+// call exit path on every CPU. Until the session is added the program
+// finds no session of its own and reports nothing. The returned function
+// detaches it again when no session is applied by then (the session
+// failed before its gate).
+func (l *ROViewLayer) attachAhead() (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.link == nil {
+		l.waitDetached()
+		lk, err := loader.AttachROView(&l.objs)
+		if err != nil {
+			// Apply attaches at the gate, and says why it cannot.
+			return func() {}
+		}
+		l.link = lk
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.detachIfIdle()
+	}
+}
+
 // forget drops a session and detaches the program after the last one.
 func (l *ROViewLayer) forget(cgroupID uint64) error {
 	l.mu.Lock()
@@ -160,6 +186,13 @@ func (l *ROViewLayer) forget(cgroupID uint64) error {
 	if err != nil {
 		err = fmt.Errorf("drop read-only view audit of cgroup %d: %w", cgroupID, err)
 	}
+	l.detachIfIdle()
+	return err
+}
+
+// detachIfIdle starts detaching the program when no session is applied
+// (l.mu held).
+func (l *ROViewLayer) detachIfIdle() {
 	var key uint64
 	if l.link != nil && l.objs.RoviewSessions.NextKey(nil, &key) != nil {
 		// No session is left for the program to report: what it runs
@@ -174,7 +207,6 @@ func (l *ROViewLayer) forget(cgroupID uint64) error {
 			}
 		}()
 	}
-	return err
 }
 
 // waitDetached waits for the detach forget started, if any (l.mu held).

@@ -200,6 +200,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		return 0, err
 	}
 	tm.Mark("launcher started")
+	released := attachAhead(gated)
 	digest, _ := opts.Policy.Digest()
 	entry := Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
@@ -212,6 +213,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err := opts.Registry.Put(entry); err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
+		released()
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	// The session's one audit sink: the supervisor's records and every
@@ -230,6 +232,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
+		released()
 		created.close()
 		aud.close()
 		return 0, err
@@ -289,6 +292,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	undoLayers(tctx)
 	<-gatedUndone
 	cancel()
+	// What was attached ahead for a session that never reached its gate.
+	released()
 	tm.Mark("layers undone")
 	removed(warn)
 	tm.Mark("cgroup and registry entry removed")
@@ -350,6 +355,30 @@ func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn
 // build. Run applies them at the exec gate instead of before the launch.
 type execGated interface {
 	activatesBeforeExec()
+}
+
+// attachesAhead is implemented by exec-gated layers that can do the
+// costly part of their Apply while the launcher starts (ROViewLayer: the
+// program's attach). The returned function undoes it unless a session
+// was applied.
+type attachesAhead interface {
+	attachAhead() (release func())
+}
+
+// attachAhead calls attachAhead of each of layers that has it; the
+// returned function releases them all.
+func attachAhead(layers []SessionLayer) (release func()) {
+	var releases []func()
+	for _, l := range layers {
+		if a, ok := l.(attachesAhead); ok {
+			releases = append(releases, a.attachAhead())
+		}
+	}
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
 // splitExecGated separates the layers run applies before the launcher
