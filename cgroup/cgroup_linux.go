@@ -338,21 +338,51 @@ func numericNames(entries []os.DirEntry) []int {
 }
 
 // writeFile writes to an existing kernel file without O_CREAT/O_TRUNC.
+// writeFile and readFile are os.WriteFile and os.ReadFile for cgroup
+// files by plain system calls: an *os.File of a pollable cgroup file is
+// registered with the runtime's poller, four system calls more per file
+// (a session's teardown reads and writes several).
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	_, werr := f.WriteString(value)
-	cerr := f.Close()
+	_, werr := unix.Write(fd, []byte(value))
+	cerr := unix.Close(fd)
 	if werr != nil {
-		return werr
+		return &fs.PathError{Op: "write", Path: path, Err: werr}
 	}
-	return cerr
+	if cerr != nil {
+		return &fs.PathError{Op: "close", Path: path, Err: cerr}
+	}
+	return nil
+}
+
+func readFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
 }
 
 func readWords(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
