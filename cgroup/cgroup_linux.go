@@ -155,7 +155,12 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		want = append(want, wanted{"memory", "memory.max", memMax, &cgroup2.Resources{Memory: &cgroup2.Memory{Max: &memMax}}})
 	}
 
-	rootControllers, rootErr := mgr.RootControllers()
+	// The controllers are read only for limits to apply.
+	var rootControllers []string
+	var rootErr error
+	if len(want) > 0 {
+		rootControllers, rootErr = mgr.RootControllers()
+	}
 	usable := want[:0:0]
 	for _, w := range want {
 		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
@@ -189,7 +194,10 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		return nil, fmt.Errorf("create session %s: %w", id, err)
 	}
 
-	have, err := Controllers(g.Path)
+	var have []string
+	if len(usable) > 0 {
+		have, err = Controllers(g.Path)
+	}
 	for _, w := range usable {
 		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
 		switch {
