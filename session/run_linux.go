@@ -270,12 +270,14 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	tm.Mark("name watch")
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
-	removed := endSession(group, opts.Registry, id)
+	removed, emptied := endSession(group, opts.Registry, id)
 	tm.Mark("cgroup killed")
-	// Every process of the session is gone, so every refusal it made is
-	// queued in the kernel: the kernel audit drain starts now and runs
-	// while the rest is torn down (aud.close waits for it).
-	aud.endKernelAudit()
+	if emptied {
+		// Every process of the session is gone, so every refusal it
+		// made is queued in the kernel: the kernel audit drain starts now
+		// and runs while the rest is torn down (aud.close waits for it).
+		aud.endKernelAudit()
+	}
 	// The final check of names.
 	names.close()
 	tm.Mark("final check of names")
@@ -310,25 +312,28 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.
 func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
-	endSession(group, reg, id)(warn)
+	removed, _ := endSession(group, reg, id)
+	removed(warn)
 }
 
 // endSession kills every process left in the group (setsid and double
-// forks included) and returns once the group is empty. Removing the group
-// and the registry entry (a journalled unlink on most hosts) goes on
-// meanwhile, alongside the rest of the teardown; the returned function
-// waits for it and says on warn what failed.
-func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn io.Writer)) {
+// forks included) and returns once the group is empty (emptied; false
+// when the kill failed). Removing the group and the registry entry (a
+// journalled unlink on most hosts) goes on meanwhile, alongside the rest
+// of the teardown; removed waits for it and says on warn what failed.
+func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn io.Writer), emptied bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var errs []error
 	if _, err := os.Stat(group.Path); errors.Is(err, fs.ErrNotExist) {
 		// `oxsupervise stop` got there first.
 		cancel()
 		reg.Delete(id)
-		return func(io.Writer) {}
+		return func(io.Writer) {}, true
 	}
+	emptied = true
 	if err := group.Kill(ctx); err != nil {
 		errs = append(errs, err)
+		emptied = false
 	}
 	done := make(chan struct{})
 	go func() {
@@ -346,7 +351,7 @@ func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn
 		for _, err := range errs {
 			fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
 		}
-	}
+	}, emptied
 }
 
 // execGated is implemented by SessionLayers whose rules would refuse the
