@@ -27,7 +27,32 @@ type procInfo struct {
 // a goroutine bounded by timeout and by a limit of concurrent lookups; a
 // slow or exited pid just leaves the fields empty.
 func ProcEnricher(timeout time.Duration) func(*Record) {
-	return procEnricher("/proc", timeout)
+	return NewEnricher(timeout).Enrich
+}
+
+// Enricher is ProcEnricher's state: what /proc said about recent pids.
+// Prefetch reads a pid and its ancestry ahead of the record that will
+// need them: a supervisor prefetches itself while its session starts, so
+// session_start (whose command is the supervisor's child) reads /proc for
+// the command alone.
+type Enricher struct {
+	procRoot string
+	timeout  time.Duration
+	// At most this many lookups may be stuck at once; beyond that records
+	// go out unenriched rather than piling up goroutines.
+	slots chan struct{}
+	mu    sync.Mutex
+	cache map[int]cachedProc
+}
+
+// NewEnricher returns an Enricher whose reads of one record give up after
+// timeout.
+func NewEnricher(timeout time.Duration) *Enricher {
+	return newEnricher("/proc", timeout)
+}
+
+func newEnricher(procRoot string, timeout time.Duration) *Enricher {
+	return &Enricher{procRoot: procRoot, timeout: timeout, slots: make(chan struct{}, 4), cache: map[int]cachedProc{}}
 }
 
 // A burst of refusals comes from a few pids: what /proc said about a pid
@@ -45,100 +70,99 @@ type cachedProc struct {
 	at   time.Time
 }
 
-func procEnricher(procRoot string, timeout time.Duration) func(*Record) {
-	// At most this many lookups may be stuck at once; beyond that records
-	// go out unenriched rather than piling up goroutines.
-	slots := make(chan struct{}, 4)
-	var (
-		mu    sync.Mutex
-		cache = map[int]cachedProc{}
-	)
-	// lookup reads what /proc says about pid, giving up at deadline.
-	lookup := func(pid int, deadline time.Time) (procInfo, bool) {
-		mu.Lock()
-		c, ok := cache[pid]
-		mu.Unlock()
-		if ok && time.Since(c.at) < procCacheTTL {
-			return c.info, true
+// lookup reads what /proc says about pid, giving up at deadline.
+func (e *Enricher) lookup(pid int, deadline time.Time) (procInfo, bool) {
+	e.mu.Lock()
+	c, ok := e.cache[pid]
+	e.mu.Unlock()
+	if ok && time.Since(c.at) < procCacheTTL {
+		return c.info, true
+	}
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return procInfo{}, false
+	}
+	select {
+	case e.slots <- struct{}{}:
+	default:
+		return procInfo{}, false
+	}
+	done := make(chan procInfo, 1)
+	go func() {
+		defer func() { <-e.slots }()
+		done <- readProc(e.procRoot, pid)
+	}()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case info := <-done:
+		e.mu.Lock()
+		if len(e.cache) >= procCacheMax {
+			clear(e.cache)
 		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return procInfo{}, false
-		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			return procInfo{}, false
-		}
-		done := make(chan procInfo, 1)
-		go func() {
-			defer func() { <-slots }()
-			done <- readProc(procRoot, pid)
-		}()
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		select {
-		case info := <-done:
-			mu.Lock()
-			if len(cache) >= procCacheMax {
-				clear(cache)
-			}
-			cache[pid] = cachedProc{info: info, at: time.Now()}
-			mu.Unlock()
-			return info, true
-		case <-timer.C:
-			return procInfo{}, false
+		e.cache[pid] = cachedProc{info: info, at: time.Now()}
+		e.mu.Unlock()
+		return info, true
+	case <-timer.C:
+		return procInfo{}, false
+	}
+}
+
+// Prefetch reads pid and its ancestry into the cache (as Enrich would for
+// a record of pid's child), within the same timeout.
+func (e *Enricher) Prefetch(pid int) {
+	e.Enrich(&Record{Process: &Process{PID: pid, Parent: &Parent{PID: pid}}})
+}
+
+// Enrich fills r (see ProcEnricher).
+func (e *Enricher) Enrich(r *Record) {
+	p := r.Process
+	if p == nil || p.PID <= 0 {
+		return
+	}
+	// One deadline for the whole record, the ancestry included.
+	deadline := time.Now().Add(e.timeout)
+	fill := func(field *string, val, name string) {
+		if *field == "" && val != "" {
+			*field = val
+			r.Ox.Enriched = append(r.Ox.Enriched, name)
 		}
 	}
-	return func(r *Record) {
-		p := r.Process
-		if p == nil || p.PID <= 0 {
-			return
+	// A process that has exited leaves its own fields empty; a parent
+	// the kernel named still gives the chain.
+	if info, ok := e.lookup(p.PID, deadline); ok {
+		fill(&p.Executable, info.exe, "process.executable")
+		fill(&p.CommandLine, info.cmdline, "process.command_line")
+		fill(&p.Name, info.name, "process.name")
+		if p.Parent == nil && info.ppid > 0 {
+			p.Parent = &Parent{PID: info.ppid}
+			r.Ox.Enriched = append(r.Ox.Enriched, "process.parent.pid")
 		}
-		// One deadline for the whole record, the ancestry included.
-		deadline := time.Now().Add(timeout)
-		fill := func(field *string, val, name string) {
-			if *field == "" && val != "" {
-				*field = val
-				r.Ox.Enriched = append(r.Ox.Enriched, name)
-			}
+	}
+	if p.Parent == nil || p.Parent.PID <= 1 || len(r.Ox.Ancestry) > 0 {
+		return
+	}
+	// The chain starts from the parent the record names: the
+	// producer's, when it gave one, is what the kernel said.
+	var chain []Ancestor
+	for pid := p.Parent.PID; pid > 1 && len(chain) < MaxAncestry; {
+		a, ok := e.lookup(pid, deadline)
+		if !ok || a.name == "" {
+			break
 		}
-		// A process that has exited leaves its own fields empty; a parent
-		// the kernel named still gives the chain.
-		if info, ok := lookup(p.PID, deadline); ok {
-			fill(&p.Executable, info.exe, "process.executable")
-			fill(&p.CommandLine, info.cmdline, "process.command_line")
-			fill(&p.Name, info.name, "process.name")
-			if p.Parent == nil && info.ppid > 0 {
-				p.Parent = &Parent{PID: info.ppid}
-				r.Ox.Enriched = append(r.Ox.Enriched, "process.parent.pid")
-			}
+		if len(chain) == 0 {
+			fill(&p.Parent.Name, a.name, "process.parent.name")
+			fill(&p.Parent.Executable, a.exe, "process.parent.executable")
 		}
-		if p.Parent == nil || p.Parent.PID <= 1 || len(r.Ox.Ancestry) > 0 {
-			return
+		chain = append(chain, Ancestor{PID: pid, Name: a.name})
+		if a.ppid == pid {
+			break
 		}
-		// The chain starts from the parent the record names: the
-		// producer's, when it gave one, is what the kernel said.
-		var chain []Ancestor
-		for pid := p.Parent.PID; pid > 1 && len(chain) < MaxAncestry; {
-			a, ok := lookup(pid, deadline)
-			if !ok || a.name == "" {
-				break
-			}
-			if len(chain) == 0 {
-				fill(&p.Parent.Name, a.name, "process.parent.name")
-				fill(&p.Parent.Executable, a.exe, "process.parent.executable")
-			}
-			chain = append(chain, Ancestor{PID: pid, Name: a.name})
-			if a.ppid == pid {
-				break
-			}
-			pid = a.ppid
-		}
-		if len(chain) > 0 {
-			r.Ox.Ancestry = chain
-			r.Ox.Enriched = append(r.Ox.Enriched, "oxsupervise.ancestry")
-		}
+		pid = a.ppid
+	}
+	if len(chain) > 0 {
+		r.Ox.Ancestry = chain
+		r.Ox.Enriched = append(r.Ox.Enriched, "oxsupervise.ancestry")
 	}
 }
 

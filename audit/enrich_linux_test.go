@@ -107,7 +107,7 @@ func TestProcEnricherTimesOut(t *testing.T) {
 	if err := exec.Command("mkfifo", pidDir+"/cmdline").Run(); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	enrich := procEnricher(root, 50*time.Millisecond)
+	enrich := newEnricher(root, 50*time.Millisecond).Enrich
 	r := &Record{Process: &Process{PID: 77}}
 	start := time.Now()
 	enrich(r)

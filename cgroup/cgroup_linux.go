@@ -88,6 +88,18 @@ func (c Config) resolve() (mount, parent string, err error) {
 	return mount, filepath.Clean(parent), nil
 }
 
+// Resolved returns c with its cgroup2 mount point found (and checked), for
+// a caller that hands the same Config to several operations: each would
+// otherwise read /proc/self/mountinfo again.
+func (c Config) Resolved() (Config, error) {
+	mount, _, err := c.resolve()
+	if err != nil {
+		return c, err
+	}
+	c.Mount = mount
+	return c, nil
+}
+
 // ParentDir returns the directory of the group that holds the session
 // groups (<mount>/<parent>), creating it if needed: NewSession puts
 // sessions there, and the network programs attach there once for all of
@@ -143,7 +155,12 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		want = append(want, wanted{"memory", "memory.max", memMax, &cgroup2.Resources{Memory: &cgroup2.Memory{Max: &memMax}}})
 	}
 
-	rootControllers, rootErr := mgr.RootControllers()
+	// The controllers are read only for limits to apply.
+	var rootControllers []string
+	var rootErr error
+	if len(want) > 0 {
+		rootControllers, rootErr = mgr.RootControllers()
+	}
 	usable := want[:0:0]
 	for _, w := range want {
 		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
@@ -177,7 +194,10 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		return nil, fmt.Errorf("create session %s: %w", id, err)
 	}
 
-	have, err := Controllers(g.Path)
+	var have []string
+	if len(usable) > 0 {
+		have, err = Controllers(g.Path)
+	}
 	for _, w := range usable {
 		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
 		switch {
@@ -326,21 +346,51 @@ func numericNames(entries []os.DirEntry) []int {
 }
 
 // writeFile writes to an existing kernel file without O_CREAT/O_TRUNC.
+// writeFile and readFile are os.WriteFile and os.ReadFile for cgroup
+// files by plain system calls: an *os.File of a pollable cgroup file is
+// registered with the runtime's poller, four system calls more per file
+// (a session's teardown reads and writes several).
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	_, werr := f.WriteString(value)
-	cerr := f.Close()
+	_, werr := unix.Write(fd, []byte(value))
+	cerr := unix.Close(fd)
 	if werr != nil {
-		return werr
+		return &fs.PathError{Op: "write", Path: path, Err: werr}
 	}
-	return cerr
+	if cerr != nil {
+		return &fs.PathError{Op: "close", Path: path, Err: cerr}
+	}
+	return nil
+}
+
+func readFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
 }
 
 func readWords(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}

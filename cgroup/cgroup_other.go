@@ -18,6 +18,7 @@ func ID(dir string) (uint64, error)                                   { return 0
 func NewSession(cfg Config, id string, limits Limits) (*Group, error) { return nil, errUnsupported }
 func OpenSession(cfg Config, id string) (*Group, error)               { return nil, errUnsupported }
 func ListSessions(cfg Config) ([]string, error)                       { return nil, errUnsupported }
+func (c Config) Resolved() (Config, error)                            { return c, errUnsupported }
 func ParentDir(cfg Config) (string, error)                            { return "", errUnsupported }
 func CgroupOf(pid int) (string, error)                                { return "", errUnsupported }
 func SessionOf(cfg Config, pid int) (string, bool, error)             { return "", false, errUnsupported }

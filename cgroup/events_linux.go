@@ -71,6 +71,12 @@ func (g *Group) Kill(ctx context.Context) error {
 	if _, err := os.Stat(g.Path); err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
+	// An empty group (the command and all it started have exited: the
+	// usual end of a session) has nothing to kill, and nothing of it is
+	// left to fork into it again.
+	if populated, err := g.Populated(); err == nil && !populated {
+		return nil
+	}
 	err := writeFile(filepath.Join(g.Path, "cgroup.kill"), "1")
 	// No cgroup.kill before 5.14; threaded groups refuse it with EOPNOTSUPP.
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -254,7 +260,7 @@ func rmdirRetry(ctx context.Context, dir string) error {
 }
 
 func (g *Group) event(key string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.events"))
+	b, err := readFile(filepath.Join(g.Path, "cgroup.events"))
 	if err != nil {
 		return 0, fmt.Errorf("read cgroup.events: %w", err)
 	}

@@ -118,10 +118,15 @@ type pinnable interface{ Objects() loader.Objects }
 // pin pins l's objects when the host pins; a failure leaves the layer
 // working unpinned, and is kept for PinFailed.
 func (h *Host) pin(opts Options, layer string, parent uint64, l pinnable) {
-	if h.pinErr != nil {
+	h.mu.Lock()
+	pinErr := h.pinErr
+	h.mu.Unlock()
+	if pinErr != nil {
 		return
 	}
 	p, err := opts.Pins.Pin(layer, parent, l.Objects())
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err != nil {
 		h.pinFailed[layer] = fmt.Errorf("pin the %s layer: %w", layer, err)
 		return

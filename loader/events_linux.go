@@ -66,6 +66,17 @@ type EventMaps struct {
 	Ring  *ebpf.Map // records, each starting with an EventHeader
 	Lost  *ebpf.Map // per CPU, indexed by Source: failed reservations
 	Flood *ebpf.Map // FloodKey -> FloodBucket
+	// ids are the maps' kernel ids by name when known already (read once
+	// where the maps were opened from their pins).
+	ids map[string]ebpf.MapID
+}
+
+// namedIDs returns the maps' kernel ids by name.
+func (m *EventMaps) namedIDs() (map[string]ebpf.MapID, error) {
+	if m.ids != nil {
+		return m.ids, nil
+	}
+	return mapIDs(m.Named())
 }
 
 // NewEventMaps creates the shared maps with a ring buffer of ringSize

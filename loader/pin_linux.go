@@ -55,6 +55,13 @@ func EnsurePinDir(dir string) error {
 		return fmt.Errorf("pin directory %q: not an absolute path", dir)
 	}
 	dir = filepath.Clean(dir)
+	// A directory that is there on bpffs already (every start but the
+	// first) needs no mount found or made: one statfs instead of reading
+	// the mount table.
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) == nil && uint32(st.Type) == unix.BPF_FS_MAGIC {
+		return restrictPinDir(dir)
+	}
 	mnt, fstype, err := mountOf(dir)
 	if err != nil {
 		return fmt.Errorf("pin directory %s: %w", dir, err)
@@ -73,6 +80,11 @@ func EnsurePinDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pin directory %s: %w", dir, err)
 	}
+	return restrictPinDir(dir)
+}
+
+// restrictPinDir makes the pin directory dir root's alone.
+func restrictPinDir(dir string) error {
 	// MkdirAll keeps the mode of a directory that exists: pins are root's
 	// alone (a user who could unlink them could end enforcement once no
 	// process holds the links).

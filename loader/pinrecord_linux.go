@@ -4,15 +4,18 @@ package loader
 
 // The pin record: what PinAt pinned, written down as it pinned it, so a
 // reopen can check the pins it finds without parsing the object file
-// again (parsing the network object costs ~2 ms of every `run`, issue 18).
+// again (parsing the network object costs ~2 ms of every `run`, the
+// read-only view's ~0.5 ms, issue 18): the shared event maps, the network
+// set and the read-only view's set are all checked this way.
 // The record is a digest of every pinned map (name, kernel id, type, key
-// and value size, entries, flags) and every pinned link's name, kept as
+// and value size, entries, flags), every pinned program (name, kernel id,
+// type) and every pinned link's name, kept as
 // the name of an empty directory beside maps/ and links/ (bpffs holds no
 // regular files). Its guarantee is the spec check's and more: the pins sit
 // below a directory named after ObjectsVersion, so the binary that pinned
 // them declared the same maps as this one; the record adds that they are
-// still the very kernel objects it pinned (a map pinned over one, or a
-// link removed, changes the digest), and a set without a record is never
+// still the very kernel objects it pinned (a map or program pinned over
+// one, or a link removed, changes the digest), and a set without a record is never
 // reused.
 
 import (
@@ -36,26 +39,22 @@ const recordPrefix = "record-"
 // reused.
 var errNoRecord = errors.New("no record of what was pinned")
 
-// pinDigest is the digest of maps (by pin name) and link names.
-func pinDigest(maps map[string]*ebpf.Map, links []string) (string, error) {
-	names := make([]string, 0, len(maps))
-	for name := range maps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+// pinDigest is the digest of maps (by pin name, with their kernel ids),
+// programs (by pin name) and link names.
+func pinDigest(maps map[string]*ebpf.Map, ids map[string]ebpf.MapID, progs map[string]*ebpf.Program, links []string) (string, error) {
 	h := sha256.New()
-	for _, name := range names {
+	for _, name := range sortedKeys(maps) {
 		m := maps[name]
-		info, err := m.Info()
-		if err != nil {
-			return "", fmt.Errorf("map %s: %w", name, err)
-		}
-		id, ok := info.ID()
-		if !ok {
-			return "", fmt.Errorf("map %s: the kernel reports no id", name)
-		}
 		fmt.Fprintf(h, "map %q\n", name)
-		binary.Write(h, binary.LittleEndian, []uint32{uint32(id), uint32(m.Type()), m.KeySize(), m.ValueSize(), m.MaxEntries(), m.Flags()})
+		binary.Write(h, binary.LittleEndian, []uint32{uint32(ids[name]), uint32(m.Type()), m.KeySize(), m.ValueSize(), m.MaxEntries(), m.Flags()})
+	}
+	for _, name := range sortedKeys(progs) {
+		info, err := progInfo(progs[name])
+		if err != nil {
+			return "", fmt.Errorf("program %s: %w", name, err)
+		}
+		fmt.Fprintf(h, "program %q\n", name)
+		binary.Write(h, binary.LittleEndian, []uint32{uint32(info.ID), info.Type})
 	}
 	links = append([]string(nil), links...)
 	sort.Strings(links)
@@ -63,6 +62,30 @@ func pinDigest(maps map[string]*ebpf.Map, links []string) (string, error) {
 		fmt.Fprintf(h, "link %q\n", name)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// mapIDs returns the kernel id of each map: one query of the kernel per
+// map, shared by every check of a reopen (the record, the event maps the
+// programs report through, the maps a program uses).
+func mapIDs(maps map[string]*ebpf.Map) (map[string]ebpf.MapID, error) {
+	ids := make(map[string]ebpf.MapID, len(maps))
+	for name, m := range maps {
+		id, err := mapID(m)
+		if err != nil {
+			return nil, fmt.Errorf("map %s: %w", name, err)
+		}
+		ids[name] = id
+	}
+	return ids, nil
 }
 
 // pinnedMapsOf returns the maps of objs that pin pins (not the programs'
@@ -78,8 +101,9 @@ func pinnedMapsOf(objs Objects) map[string]*ebpf.Map {
 }
 
 // writeRecord records, in dir, what PinAt pinned there from objs. It reads
-// the maps back from their pins, as a reopen will (the kernel's view of a
-// map, not the creator's: its flags and sizes as the kernel reports them).
+// the maps and programs back from their pins, as a reopen will (the
+// kernel's view of a map, not the creator's: its flags and sizes as the
+// kernel reports them).
 func writeRecord(dir string, objs Objects) error {
 	var links []string
 	for name, l := range objs.Links {
@@ -88,9 +112,13 @@ func writeRecord(dir string, objs Objects) error {
 		}
 	}
 	pinned := map[string]*ebpf.Map{}
+	progs := map[string]*ebpf.Program{}
 	defer func() {
 		for _, m := range pinned {
 			m.Close()
+		}
+		for _, p := range progs {
+			p.Close()
 		}
 	}()
 	for name := range pinnedMapsOf(objs) {
@@ -100,7 +128,21 @@ func writeRecord(dir string, objs Objects) error {
 		}
 		pinned[name] = m
 	}
-	d, err := pinDigest(pinned, links)
+	for name, p := range objs.Programs {
+		if p == nil {
+			continue
+		}
+		prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "progs", name), nil)
+		if err != nil {
+			return fmt.Errorf("record pins of %s: %w", dir, err)
+		}
+		progs[name] = prog
+	}
+	ids, err := mapIDs(pinned)
+	if err != nil {
+		return fmt.Errorf("record pins of %s: %w", dir, err)
+	}
+	d, err := pinDigest(pinned, ids, progs, links)
 	if err != nil {
 		return fmt.Errorf("record pins of %s: %w", dir, err)
 	}
@@ -110,9 +152,10 @@ func writeRecord(dir string, objs Objects) error {
 	return nil
 }
 
-// checkRecord fails unless maps (opened from dir's pins by name) and the
-// pinned link names are what dir's record says was pinned there.
-func checkRecord(dir string, maps map[string]*ebpf.Map, links []string) error {
+// checkRecord fails unless maps (opened from dir's pins by name, with
+// their ids), progs (the same) and the pinned link names are what dir's
+// record says was pinned there.
+func checkRecord(dir string, maps map[string]*ebpf.Map, ids map[string]ebpf.MapID, progs map[string]*ebpf.Program, links []string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("pins of %s: %w", dir, err)
@@ -126,12 +169,12 @@ func checkRecord(dir string, maps map[string]*ebpf.Map, links []string) error {
 	if len(recorded) != 1 {
 		return fmt.Errorf("pins of %s: %w", dir, errNoRecord)
 	}
-	d, err := pinDigest(maps, links)
+	d, err := pinDigest(maps, ids, progs, links)
 	if err != nil {
 		return fmt.Errorf("pins of %s: %w", dir, err)
 	}
 	if d != recorded[0] {
-		return fmt.Errorf("pins of %s are not the maps and links that were pinned there", dir)
+		return fmt.Errorf("pins of %s are not the maps, programs and links that were pinned there", dir)
 	}
 	return nil
 }

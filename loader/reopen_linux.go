@@ -26,7 +26,8 @@ import (
 
 // ObjectsVersion names the BPF objects this binary embeds: a digest of the
 // BPF-LSM, network and read-only view objects (programs and map layouts
-// alike), after the version of the pin layout (v2: with a pin record).
+// alike), after the version of the pin layout (v3: with a pin record that
+// covers pinned programs too).
 // Pins a binary reopens live below a directory of this name, so a binary
 // with other objects, or another layout, never reuses them.
 func ObjectsVersion() string {
@@ -35,7 +36,7 @@ func ObjectsVersion() string {
 		binary.Write(h, binary.LittleEndian, uint64(len(b)))
 		h.Write(b)
 	}
-	return "v2-" + hex.EncodeToString(h.Sum(nil))[:16]
+	return "v3-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // PinAt pins objs below dir, as dir/links/<name>, dir/maps/<name> and
@@ -67,19 +68,32 @@ func PinAt(dir string, objs Objects) error {
 // RemovePinned unpins what PinAt pinned at dir.
 func RemovePinned(dir string) error { return Generation{Dir: dir}.Remove() }
 
-// OpenPinnedEventMaps opens the shared event maps PinAt pinned at dir (as
-// part of a layer's objects), checking each against this binary's
-// declaration of it.
+// OpenPinnedEventMaps opens the shared event maps PinAt pinned at dir,
+// checked against PinAt's record (pinrecord_linux.go): no parse of an
+// object file on this path.
 func OpenPinnedEventMaps(dir string) (*EventMaps, error) {
-	spec, err := eventMapSpecs()
-	if err != nil {
-		return nil, fmt.Errorf("load event map specs: %w", err)
+	maps := map[string]*ebpf.Map{}
+	fail := func(err error) (*EventMaps, error) {
+		for _, m := range maps {
+			m.Close()
+		}
+		return nil, fmt.Errorf("pinned event maps %s: %w", dir, err)
 	}
-	maps, err := openPinnedMaps(dir, spec, []string{eventRingMap, eventLostMap, eventFloodMap})
-	if err != nil {
-		return nil, err
+	for _, name := range []string{eventRingMap, eventLostMap, eventFloodMap} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "maps", name), nil)
+		if err != nil {
+			return fail(fmt.Errorf("open pinned map %s: %w", name, err))
+		}
+		maps[name] = m
 	}
-	return &EventMaps{Ring: maps[eventRingMap], Lost: maps[eventLostMap], Flood: maps[eventFloodMap]}, nil
+	ids, err := mapIDs(maps)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkRecord(dir, maps, ids, nil, nil); err != nil {
+		return fail(err)
+	}
+	return &EventMaps{Ring: maps[eventRingMap], Lost: maps[eventLostMap], Flood: maps[eventFloodMap], ids: ids}, nil
 }
 
 // openPinnedMaps opens dir/maps/<name> for each name, each checked
@@ -147,10 +161,13 @@ func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]l
 		closeMaps()
 		return nil, nil, err
 	}
-	err = checkRecord(dir, maps, linkNames)
+	ids, err := mapIDs(maps)
+	if err == nil {
+		err = checkRecord(dir, maps, ids, nil, linkNames)
+	}
 	if err == nil {
 		var same bool
-		if same, err = sameMaps(events.Named(), maps); err == nil && !same {
+		if same, err = events.sameAs(ids); err == nil && !same {
 			err = errors.New("its programs report through other event maps")
 		}
 	}
@@ -167,25 +184,15 @@ func LoadPinnedNetPrograms(objs *NetObjects, events *EventMaps, dir string) ([]l
 	return links, linkNames, nil
 }
 
-// sameMaps reports whether every map in want is, by kernel id, the map of
-// that name in got.
-func sameMaps(want, got map[string]*ebpf.Map) (bool, error) {
+// sameAs reports whether every event map is, by kernel id, the map of
+// its name in got.
+func (m *EventMaps) sameAs(got map[string]ebpf.MapID) (bool, error) {
+	want, err := m.namedIDs()
+	if err != nil {
+		return false, err
+	}
 	for name, w := range want {
-		g, ok := got[name]
-		if !ok {
-			return false, nil
-		}
-		wi, err := w.Info()
-		if err != nil {
-			return false, err
-		}
-		gi, err := g.Info()
-		if err != nil {
-			return false, err
-		}
-		wid, _ := wi.ID()
-		gid, _ := gi.ID()
-		if wid != gid {
+		if g, ok := got[name]; !ok || g != w {
 			return false, nil
 		}
 	}
@@ -264,10 +271,13 @@ func LoadPinnedFS(events *EventMaps, dir string) (*FSPrograms, error) {
 	}
 	p.Sessions, p.Anchors = p.pinnedMaps[fsSessionsMap], p.pinnedMaps["fs_anchors"]
 	p.Names, p.GlobScopes = p.pinnedMaps["fs_names"], p.pinnedMaps["fs_glob_scopes"]
-	if same, err := sameMaps(events.Named(), p.pinnedMaps); err != nil || !same {
+	ids, err := mapIDs(p.pinnedMaps)
+	if err != nil {
+		return fail(err)
+	}
+	if same, err := events.sameAs(ids); err != nil || !same {
 		return fail(errors.Join(err, errors.New("its programs report through other event maps")))
 	}
-	var err error
 	if p.links, p.linkNames, err = loadPinnedLinks(dir, -1); err != nil {
 		return fail(err)
 	}

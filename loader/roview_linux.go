@@ -63,7 +63,19 @@ func LoadROView(objs *ROViewObjects, events *EventMaps) error {
 // fillROViewSyscalls writes this architecture's system call table
 // (ROViewTable) into the object's.
 func fillROViewSyscalls(objs *ROViewObjects) error {
-	for nr, sc := range ROViewTable() {
+	table := ROViewTable()
+	keys := make([]uint32, 0, len(table))
+	values := make([]ROViewSyscall, 0, len(table))
+	for nr, sc := range table {
+		keys = append(keys, uint32(nr))
+		values = append(values, sc.Syscall)
+	}
+	// One system call for the whole table (array maps take batches since
+	// Linux 5.6); one per entry where the batch is refused.
+	if n, err := objs.RoviewSyscalls.BatchUpdate(keys, values, nil); err == nil && n == len(keys) {
+		return nil
+	}
+	for nr, sc := range table {
 		if err := objs.RoviewSyscalls.Update(uint32(nr), sc.Syscall, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("read-only view audit: system call %d (%s): %w", nr, sc.Op, err)
 		}

@@ -34,44 +34,49 @@ func ROViewPinObjects(objs *ROViewObjects) Objects {
 }
 
 // LoadPinnedROView opens into objs the program and maps PinAt pinned at
-// dir (ROViewPinObjects), instead of loading and verifying them. Every
-// map is checked against this binary's declaration, the event maps must
-// be events (the ring the caller reads), and the program must be a raw
-// tracepoint program using exactly those maps. The session table is
-// emptied (the program is unattached: no session of a running supervisor
-// is in it) and the system call table filled again.
+// dir (ROViewPinObjects), instead of loading and verifying them. The pins
+// are checked against PinAt's record (the very program and maps pinned
+// there, by a binary of these objects: no parse of the object file), the
+// event maps must be events (the ring the caller reads), and the program
+// must use exactly those maps. The session table is emptied (the program
+// is unattached: no session of a running supervisor is in it) and the
+// system call table filled again.
 func LoadPinnedROView(objs *ROViewObjects, events *EventMaps, dir string) error {
-	spec, err := loadRoview()
-	if err != nil {
-		return fmt.Errorf("load read-only view audit spec: %w", err)
-	}
-	names := []string{"roview_sessions", "roview_syscalls", eventRingMap, eventLostMap, eventFloodMap}
-	maps, err := openPinnedMaps(dir, spec, names)
-	if err != nil {
-		return err
-	}
-	closeMaps := func() {
+	maps := map[string]*ebpf.Map{}
+	var prog *ebpf.Program
+	fail := func(err error) error {
 		for _, m := range maps {
 			m.Close()
 		}
-	}
-	same, err := sameMaps(events.Named(), maps)
-	if err == nil && !same {
-		err = errors.New("its program reports through other event maps")
-	}
-	if err != nil {
-		closeMaps()
+		if prog != nil {
+			prog.Close()
+		}
 		return fmt.Errorf("pinned read-only view audit %s: %w", dir, err)
+	}
+	for _, name := range []string{"roview_sessions", "roview_syscalls", eventRingMap, eventLostMap, eventFloodMap} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "maps", name), nil)
+		if err != nil {
+			return fail(fmt.Errorf("open pinned map %s: %w", name, err))
+		}
+		maps[name] = m
 	}
 	prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "progs", roviewProgram), nil)
 	if err != nil {
-		closeMaps()
-		return fmt.Errorf("open pinned program %s: %w", roviewProgram, err)
+		prog = nil
+		return fail(fmt.Errorf("open pinned program %s: %w", roviewProgram, err))
 	}
-	if err := usesMaps(prog, spec.Programs[roviewProgram].Type, maps); err != nil {
-		prog.Close()
-		closeMaps()
-		return fmt.Errorf("pinned read-only view audit %s: %w", dir, err)
+	ids, err := mapIDs(maps)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkRecord(dir, maps, ids, map[string]*ebpf.Program{roviewProgram: prog}, nil); err != nil {
+		return fail(err)
+	}
+	if same, err := events.sameAs(ids); err != nil || !same {
+		return fail(errors.Join(err, errors.New("its program reports through other event maps")))
+	}
+	if err := usesMaps(prog, ids); err != nil {
+		return fail(err)
 	}
 	*objs = ROViewObjects{}
 	objs.RoviewSysExit = prog
@@ -88,27 +93,15 @@ func LoadPinnedROView(objs *ROViewObjects, events *EventMaps, dir string) error 
 	return nil
 }
 
-// usesMaps checks that prog is of type typ and uses every map of maps.
-func usesMaps(prog *ebpf.Program, typ ebpf.ProgramType, maps map[string]*ebpf.Map) error {
-	info, err := prog.Info()
+// usesMaps checks that prog uses every map of ids.
+func usesMaps(prog *ebpf.Program, ids map[string]ebpf.MapID) error {
+	info, err := progInfo(prog)
 	if err != nil {
-		return fmt.Errorf("program info: %w", err)
+		return err
 	}
-	if info.Type != typ {
-		return fmt.Errorf("program %s is of type %s, want %s", info.Name, info.Type, typ)
-	}
-	used, ok := info.MapIDs()
-	if !ok {
-		return errors.New("the kernel does not say which maps the program uses")
-	}
-	for name, m := range maps {
-		mi, err := m.Info()
-		if err != nil {
-			return fmt.Errorf("map %s info: %w", name, err)
-		}
-		id, _ := mi.ID()
-		if !slices.Contains(used, id) {
-			return fmt.Errorf("program %s does not use the pinned map %s", info.Name, name)
+	for name, id := range ids {
+		if !slices.Contains(info.Maps, id) {
+			return fmt.Errorf("program %d does not use the pinned map %s", info.ID, name)
 		}
 	}
 	return nil

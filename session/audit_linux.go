@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,12 +55,17 @@ const maxEarly = 4096
 // layers share (SessionInfo.Audit).
 func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *auditor {
 	a := &auditor{id: id, mode: mode, warn: warn}
-	sink, err := openAuditLog(cfgAudit)
+	enrich := audit.NewEnricher(enrichTimeout)
+	sink, err := openEnrichedAuditLog(cfgAudit, enrich)
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: NO AUDIT LOG for session %s: %v\n", id, err)
 		return a
 	}
 	a.sink = sink
+	// session_start names the command's ancestry, which is this
+	// supervisor's: read it now, while the launcher starts, rather than
+	// after the command has exec'd (~1 ms of /proc reads, issue 18).
+	go enrich.Prefetch(os.Getpid())
 	return a
 }
 
@@ -197,6 +203,14 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 		User:      &audit.User{ID: fmt.Sprint(e.UID)},
 		Ox: audit.Ox{Kind: audit.KindSessionStop, Session: e.ID, Layer: audit.LayerSupervisor,
 			Mode: e.Mode, PolicyDigest: e.PolicyDigest},
+	}
+}
+
+// endKernelAudit starts the kernel audit drain (Reader.Run's marker) once
+// the session's processes are gone; close waits for it to finish.
+func (a *auditor) endKernelAudit() {
+	if a.cancel != nil {
+		a.cancel()
 	}
 }
 

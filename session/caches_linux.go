@@ -140,6 +140,16 @@ func mkdirOwned(base, rel string, uid, gid int) (created []string, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", base, err)
 	}
+	// Every start but a user's first finds the whole path there: one
+	// lookup that refuses a symlink anywhere on it says so, instead of a
+	// mkdir and an open per component (issue 18).
+	if there, err := unix.Openat2(fd, rel, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
+	}); err == nil {
+		unix.Close(there)
+		unix.Close(fd)
+		return nil, nil
+	}
 	path := base
 	for _, comp := range strings.Split(rel, "/") {
 		path = filepath.Join(path, comp)

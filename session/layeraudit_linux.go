@@ -49,11 +49,20 @@ func openSessionAudit(s SessionInfo, flood audit.FloodOptions, warn io.Writer, w
 // it names none), with the enrichment and journald copy every session
 // sink gets.
 func openAuditLog(cfg policy.Audit) (*audit.FileSink, error) {
+	return openEnrichedAuditLog(cfg, audit.NewEnricher(enrichTimeout))
+}
+
+// enrichTimeout bounds the reads of /proc for one audit record.
+const enrichTimeout = 50 * time.Millisecond
+
+// openEnrichedAuditLog is openAuditLog with the caller's enricher (which
+// it may prefetch into).
+func openEnrichedAuditLog(cfg policy.Audit, enrich *audit.Enricher) (*audit.FileSink, error) {
 	path := cfg.Path
 	if path == "" {
 		path = audit.DefaultPath
 	}
-	return audit.OpenFileSink(path, audit.SinkOptions{Enrich: audit.ProcEnricher(50 * time.Millisecond), Journal: journalFor(cfg)})
+	return audit.OpenFileSink(path, audit.SinkOptions{Enrich: enrich.Enrich, Journal: journalFor(cfg)})
 }
 
 // close writes the session's pending suppressed summary and closes its log.

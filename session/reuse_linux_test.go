@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
@@ -246,6 +247,120 @@ func TestStandaloneRunDoesNotReuseTamperedPins(t *testing.T) {
 			}
 			if records, _ := filepath.Glob(filepath.Join(sets[0], "record-*")); len(records) != 1 {
 				t.Fatalf("records after the second run pinned its own programs: %v, want one", records)
+			}
+		})
+	}
+}
+
+// The shared event maps and the read-only view's set are reused only as
+// they were pinned, like the network set (their records, not the object
+// file, are what a reopen checks): with a record removed, another program
+// pinned over the read-only view's, or another ring buffer pinned over the
+// event maps', the next run loads a read-only view program of its own and
+// pins it in its place, with a record of its own.
+func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
+	requireNetLayer(t)
+	pinOver := func(t *testing.T, path string, pin func(string) error) {
+		t.Helper()
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := pin(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, version string)
+	}{
+		{"read-only view record removed", func(t *testing.T, version string) {
+			records, _ := filepath.Glob(filepath.Join(version, "roview", "record-*"))
+			if len(records) != 1 {
+				t.Fatalf("records of the read-only view set: %v, want one", records)
+			}
+			if err := os.Remove(records[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"event maps record removed", func(t *testing.T, version string) {
+			records, _ := filepath.Glob(filepath.Join(version, "events", "record-*"))
+			if len(records) != 1 {
+				t.Fatalf("records of the event maps: %v, want one", records)
+			}
+			if err := os.Remove(records[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"program pinned over", func(t *testing.T, version string) {
+			prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+				Type: ebpf.RawTracepoint, License: "GPL",
+				Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prog.Close()
+			pinOver(t, filepath.Join(version, "roview", "progs", "roview_sys_exit"), prog.Pin)
+		}},
+		{"ring buffer pinned over", func(t *testing.T, version string) {
+			path := filepath.Join(version, "events", "maps", "oxs_events")
+			old, err := ebpf.LoadPinnedMap(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := &ebpf.MapSpec{Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize(), MaxEntries: old.MaxEntries(), Flags: old.Flags()}
+			old.Close()
+			m, err := ebpf.NewMap(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pinOver(t, path, m.Pin)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
+			if err != nil {
+				t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
+			}
+			t.Cleanup(func() { os.RemoveAll(pins) })
+			pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+			if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
+				t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+			}
+			versions, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*"))
+			if len(versions) != 1 {
+				t.Fatalf("pin directories after the first run: %v, want one", versions)
+			}
+			progID := func() ebpf.ProgramID {
+				t.Helper()
+				p, err := ebpf.LoadPinnedProgram(filepath.Join(versions[0], "roview", "progs", "roview_sys_exit"), nil)
+				if err != nil {
+					t.Fatalf("pinned read-only view program: %v", err)
+				}
+				defer p.Close()
+				info, err := p.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, _ := info.ID()
+				return id
+			}
+			first := progID()
+			tt.tamper(t, versions[0])
+			tampered := progID()
+			if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
+				t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
+			}
+			if again := progID(); again == first || again == tampered {
+				t.Fatalf("pinned read-only view program %d after the second run (first run's %d, tampered %d): the tampered pins were reused", again, first, tampered)
+			}
+			for _, set := range []string{"roview", "events"} {
+				if records, _ := filepath.Glob(filepath.Join(versions[0], set, "record-*")); len(records) != 1 {
+					t.Fatalf("records of %s after the second run pinned its own: %v, want one", set, records)
+				}
 			}
 		})
 	}

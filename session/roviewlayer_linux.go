@@ -52,6 +52,13 @@ type ROViewLayer struct {
 	mu sync.Mutex
 	// link is the attached program, nil while no session is applied.
 	link link.Link
+	// detached is closed once the link of the last session's end is
+	// closed: detaching rewrites the kernel's system call exit path on
+	// every CPU (~1 ms), so it runs alongside the rest of the session's
+	// teardown; the next attach and Close wait for it, and Close
+	// returns detachErr.
+	detached  chan struct{}
+	detachErr error
 }
 
 // The rule of every read-only view denial.
@@ -135,6 +142,7 @@ func (l *ROViewLayer) add(cgroupID uint64) error {
 	if l.link != nil {
 		return nil
 	}
+	l.waitDetached()
 	lk, err := loader.AttachROView(&l.objs)
 	if err != nil {
 		l.objs.RoviewSessions.Delete(cgroupID)
@@ -142,6 +150,32 @@ func (l *ROViewLayer) add(cgroupID uint64) error {
 	}
 	l.link = lk
 	return nil
+}
+
+// attachAhead attaches the program before Run applies the layer at the
+// exec gate (it calls this while the launcher starts), so that applying
+// it there only adds the session: attaching rewrites the kernel's system
+// call exit path on every CPU. Until the session is added the program
+// finds no session of its own and reports nothing. The returned function
+// detaches it again when no session is applied by then (the session
+// failed before its gate).
+func (l *ROViewLayer) attachAhead() (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.link == nil {
+		l.waitDetached()
+		lk, err := loader.AttachROView(&l.objs)
+		if err != nil {
+			// Apply attaches at the gate, and says why it cannot.
+			return func() {}
+		}
+		l.link = lk
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.detachIfIdle()
+	}
 }
 
 // forget drops a session and detaches the program after the last one.
@@ -152,12 +186,35 @@ func (l *ROViewLayer) forget(cgroupID uint64) error {
 	if err != nil {
 		err = fmt.Errorf("drop read-only view audit of cgroup %d: %w", cgroupID, err)
 	}
+	l.detachIfIdle()
+	return err
+}
+
+// detachIfIdle starts detaching the program when no session is applied
+// (l.mu held).
+func (l *ROViewLayer) detachIfIdle() {
 	var key uint64
 	if l.link != nil && l.objs.RoviewSessions.NextKey(nil, &key) != nil {
-		err = errors.Join(err, l.link.Close())
-		l.link = nil
+		// No session is left for the program to report: what it runs
+		// from now until the link is closed finds no session and
+		// reports nothing.
+		lk, done := l.link, make(chan struct{})
+		l.link, l.detached = nil, done
+		go func() {
+			defer close(done)
+			if err := lk.Close(); err != nil {
+				l.detachErr = errors.Join(l.detachErr, fmt.Errorf("detach the read-only view audit: %w", err))
+			}
+		}()
 	}
-	return err
+}
+
+// waitDetached waits for the detach forget started, if any (l.mu held).
+func (l *ROViewLayer) waitDetached() {
+	if l.detached != nil {
+		<-l.detached
+		l.detached = nil
+	}
 }
 
 // Attached reports whether the program runs now (some session applied).
@@ -172,9 +229,10 @@ func (l *ROViewLayer) Close() error {
 	return l.ev.closeAll(func() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		var err error
+		l.waitDetached()
+		err := l.detachErr
 		if l.link != nil {
-			err = l.link.Close()
+			err = errors.Join(err, l.link.Close())
 			l.link = nil
 		}
 		return errors.Join(err, l.objs.Close())

@@ -188,29 +188,33 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
-	digest, _ := opts.Policy.Digest()
-	entry := Entry{
-		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
-		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
-		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: time.Now().UTC(),
-	}
-	for _, l := range opts.Layers {
-		entry.Layers = append(entry.Layers, l.Name())
-	}
+	started := time.Now().UTC()
 	early, gated := splitExecGated(opts.Layers)
 	// The launcher starts now and waits for its spec, which it gets only
 	// once everything below is in place: its own start-up overlaps the
-	// rest of the session's set-up, and nothing of the command runs
-	// before that is done.
+	// rest of the session's set-up (the registry entry, with the policy's
+	// digest, among it), and nothing of the command runs before that is
+	// done.
 	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0, shm)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
 	}
 	tm.Mark("launcher started")
+	released := attachAhead(gated)
+	digest, _ := opts.Policy.Digest()
+	entry := Entry{
+		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
+		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
+		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: started,
+	}
+	for _, l := range opts.Layers {
+		entry.Layers = append(entry.Layers, l.Name())
+	}
 	if err := opts.Registry.Put(entry); err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
+		released()
 		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	// The session's one audit sink: the supervisor's records and every
@@ -229,6 +233,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	if err != nil {
 		l.abort()
 		cleanupSession(group, opts.Registry, id, warn)
+		released()
 		created.close()
 		aud.close()
 		return 0, err
@@ -266,16 +271,35 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	tm.Mark("name watch")
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
-	cleanupSession(group, opts.Registry, id, warn)
-	tm.Mark("cgroup killed and removed")
-	// Every process of the session is gone: the final check of names.
+	removed, emptied := endSession(group, opts.Registry, id)
+	tm.Mark("cgroup killed")
+	if emptied {
+		// Every process of the session is gone, so every refusal it
+		// made is queued in the kernel: the kernel audit drain starts now
+		// and runs while the rest is torn down (aud.close waits for it).
+		aud.endKernelAudit()
+	}
+	// The final check of names.
 	names.close()
 	tm.Mark("final check of names")
+	// Nothing of the session runs any more: the layers applied at the
+	// exec gate and those applied before it are undone side by side (each
+	// drains the reports of its programs first, and they share nothing
+	// else).
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	undoGated(tctx)
+	gatedUndone := make(chan struct{})
+	go func() {
+		defer close(gatedUndone)
+		undoGated(tctx)
+	}()
 	undoLayers(tctx)
+	<-gatedUndone
 	cancel()
+	// What was attached ahead for a session that never reached its gate.
+	released()
 	tm.Mark("layers undone")
+	removed(warn)
+	tm.Mark("cgroup and registry entry removed")
 	// The layers have handed over every report: the check of the entries
 	// they let the session create.
 	created.close()
@@ -289,22 +313,46 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 // cleanupSession kills every process left in the group (setsid and double
 // forks included), removes the group and the registry entry.
 func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
+	removed, _ := endSession(group, reg, id)
+	removed(warn)
+}
+
+// endSession kills every process left in the group (setsid and double
+// forks included) and returns once the group is empty (emptied; false
+// when the kill failed). Removing the group and the registry entry (a
+// journalled unlink on most hosts) goes on meanwhile, alongside the rest
+// of the teardown; removed waits for it and says on warn what failed.
+func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn io.Writer), emptied bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	var errs []error
 	if _, err := os.Stat(group.Path); errors.Is(err, fs.ErrNotExist) {
 		// `oxsupervise stop` got there first.
+		cancel()
 		reg.Delete(id)
-		return
+		return func(io.Writer) {}, true
 	}
+	emptied = true
 	if err := group.Kill(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+		errs = append(errs, err)
+		emptied = false
 	}
-	if err := group.Remove(ctx); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
-	}
-	if err := reg.Delete(id); err != nil {
-		fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		if err := group.Remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := reg.Delete(id); err != nil {
+			errs = append(errs, err)
+		}
+	}()
+	return func(warn io.Writer) {
+		<-done
+		for _, err := range errs {
+			fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
+		}
+	}, emptied
 }
 
 // execGated is implemented by SessionLayers whose rules would refuse the
@@ -313,6 +361,30 @@ func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer
 // build. Run applies them at the exec gate instead of before the launch.
 type execGated interface {
 	activatesBeforeExec()
+}
+
+// attachesAhead is implemented by exec-gated layers that can do the
+// costly part of their Apply while the launcher starts (ROViewLayer: the
+// program's attach). The returned function undoes it unless a session
+// was applied.
+type attachesAhead interface {
+	attachAhead() (release func())
+}
+
+// attachAhead calls attachAhead of each of layers that has it; the
+// returned function releases them all.
+func attachAhead(layers []SessionLayer) (release func()) {
+	var releases []func()
+	for _, l := range layers {
+		if a, ok := l.(attachesAhead); ok {
+			releases = append(releases, a.attachAhead())
+		}
+	}
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
 // splitExecGated separates the layers run applies before the launcher

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -85,10 +86,11 @@ func Open(opts Options) (*Reader, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
 	}
+	// A socket not yet bound to the group has dropped nothing: r.drops
+	// starts at 0 without being read.
 	var sockStat unix.Stat_t
 	if err := unix.Fstat(fd, &sockStat); err == nil {
 		r.inode = sockStat.Ino
-		r.drops, _ = netlinkDrops(r.inode)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.AUDIT_NLGRP_READLOG - 1)}); err != nil {
 		unix.Close(fd)
@@ -217,7 +219,7 @@ func (r *Reader) isClosed() bool {
 // checkDrops reports socket drops that no ENOBUFS announced yet (the
 // overflow happened after the last receive).
 func (r *Reader) checkDrops(now time.Time, emit func(audit.Record)) {
-	if drops, err := netlinkDrops(r.inode); err == nil && drops > r.drops {
+	if drops, err := socketDrops(r.fd, r.inode); err == nil && drops > r.drops {
 		r.reportOverflow(now, emit)
 	}
 }
@@ -229,7 +231,7 @@ func (r *Reader) checkDrops(now time.Time, emit func(audit.Record)) {
 func (r *Reader) reportOverflow(now time.Time, emit func(audit.Record)) {
 	lost := uint64(1)
 	msg := "kernel audit socket overflowed: at least one kernel audit record (possibly a Landlock refusal) was lost"
-	if drops, err := netlinkDrops(r.inode); err == nil && drops > r.drops {
+	if drops, err := socketDrops(r.fd, r.inode); err == nil && drops > r.drops {
 		lost = drops - r.drops
 		r.drops = drops
 		msg = "kernel audit socket overflowed: kernel audit records (any of which may have been a Landlock refusal) were lost"
@@ -243,6 +245,36 @@ func (r *Reader) reportOverflow(now time.Time, emit func(audit.Record)) {
 		Ox:        audit.Ox{Kind: audit.KindEventsLost, Layer: audit.LayerLandlock, EventsLost: lost},
 	})
 }
+
+// socketDrops is how many records the kernel could not queue on the
+// socket fd (its sk_drops): SO_MEMINFO's SK_MEMINFO_DROPS (Linux 4.12), or
+// where that is refused, the Drops column /proc/net/netlink shows for the
+// socket's inode (a walk of every netlink socket of the machine, costlier).
+func socketDrops(fd int, inode uint64) (uint64, error) {
+	if n, ok := meminfoDrops(fd); ok {
+		return n, nil
+	}
+	return netlinkDrops(inode)
+}
+
+// meminfoDrops is SO_MEMINFO's SK_MEMINFO_DROPS of the socket fd; false
+// when the kernel does not give it.
+func meminfoDrops(fd int) (uint64, bool) {
+	var mem [skMeminfoVars]uint32
+	n := uint32(unsafe.Sizeof(mem))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if errno != 0 || n <= skMeminfoDrops*4 {
+		return 0, false
+	}
+	return uint64(mem[skMeminfoDrops]), true
+}
+
+// The indexes of SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
+const (
+	skMeminfoDrops = 8
+	skMeminfoVars  = 9
+)
 
 // netlinkDrops reads the Drops column of the netlink socket with inode.
 func netlinkDrops(inode uint64) (uint64, error) {

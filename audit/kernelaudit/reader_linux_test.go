@@ -559,3 +559,60 @@ func drainRound(t *testing.T, session string, n int, emit func(audit.Record)) (*
 	r.Close()
 	return r, c.cmd.Process.Pid, target
 }
+
+// socketDrops reads the counter /proc/net/netlink shows as the socket's
+// Drops by getsockopt (meminfoDrops): a socket of the audit group made to overflow (a
+// small receive buffer, unread, and a burst of the supervisor's own user
+// messages, as the drain marker is one) reports the same non-zero count
+// both ways.
+func TestSocketDropsIsProcNetNetlink(t *testing.T) {
+	probe(t)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.AUDIT_NLGRP_READLOG - 1)}); err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: cannot join the audit log group: %v", err)
+	}
+	mk := newMarker()
+	for range 64 {
+		if err := sendMarker(mk.text); err != nil {
+			t.Skipf("SKIPPED, NOT PASSED: cannot write user audit messages: %v", err)
+		}
+	}
+	// kauditd delivers asynchronously: wait until the drops show.
+	var proc uint64
+	for deadline := time.Now().Add(10 * time.Second); proc == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if proc, err = netlinkDrops(st.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if proc == 0 {
+		t.Fatal("no drop counted on a socket of one byte of receive buffer after 64 messages")
+	}
+	// Delivery may still be going on: the counter only grows, so read it
+	// until both ways agree on a value that no longer moves.
+	for range 100 {
+		got, ok := meminfoDrops(fd)
+		if !ok {
+			t.Fatal("SO_MEMINFO gave no drop count")
+		}
+		again, err := netlinkDrops(st.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == again && got >= proc {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("SO_MEMINFO and /proc/net/netlink never agreed (last /proc count %d)", proc)
+}

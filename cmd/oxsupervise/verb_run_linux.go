@@ -64,9 +64,12 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	tm.Mark("policy")
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	h := openHost(c, cgroup.Config{}, unavailable, s.err, tm)
+	// Found once for the host, the session group and the kernel audit
+	// feed; where it cannot be, each of them says why.
+	cg, _ := cgroup.Config{}.Resolved()
+	h := openHost(c, cg, unavailable, s.err, tm)
 	code, err := h.RunNesting(ctx, session.RunOptions{
-		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd,
+		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
