@@ -36,8 +36,11 @@ type V1Hierarchy struct {
 type Mounts struct {
 	Layout Layout `json:"layout"`
 	// Cgroup2 is the mount point of the cgroup2 hierarchy ("" when none).
-	Cgroup2 string        `json:"cgroup2,omitempty"`
-	V1      []V1Hierarchy `json:"v1,omitempty"`
+	Cgroup2 string `json:"cgroup2,omitempty"`
+	// Cgroup2Options are the hierarchy's own options (the superblock's,
+	// shared by every mount of it: nsdelegate, favordynmods, ...).
+	Cgroup2Options []string      `json:"cgroup2_options,omitempty"`
+	V1             []V1Hierarchy `json:"v1,omitempty"`
 }
 
 // v1Options are mount options of a cgroup v1 mount that are not controllers.
@@ -62,6 +65,7 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 			isRoot := mt.Root == "/"
 			if m.Cgroup2 == "" || (isRoot && !cgroup2Root) {
 				m.Cgroup2, cgroup2Root = mt.Point, isRoot
+				m.Cgroup2Options = strings.Split(mt.SuperOpts, ",")
 			}
 		case "cgroup":
 			var controllers []string

@@ -13,8 +13,9 @@ func TestParseMountinfo(t *testing.T) {
 		fixture string
 		want    Mounts
 	}{
-		{"mountinfo-unified", Mounts{Layout: LayoutUnified, Cgroup2: "/sys/fs/cgroup"}},
-		{"mountinfo-hybrid", Mounts{Layout: LayoutHybrid, Cgroup2: "/sys/fs/cgroup/unified", V1: []V1Hierarchy{
+		{"mountinfo-unified", Mounts{Layout: LayoutUnified, Cgroup2: "/sys/fs/cgroup", Cgroup2Options: []string{"rw", "nsdelegate", "memory_recursiveprot"}}},
+		{"mountinfo-favordynmods", Mounts{Layout: LayoutUnified, Cgroup2: "/sys/fs/cgroup", Cgroup2Options: []string{"rw", "nsdelegate", "favordynmods", "memory_recursiveprot"}}},
+		{"mountinfo-hybrid", Mounts{Layout: LayoutHybrid, Cgroup2: "/sys/fs/cgroup/unified", Cgroup2Options: []string{"rw"}, V1: []V1Hierarchy{
 			{"/sys/fs/cgroup/cpu", []string{"cpu"}},
 			{"/sys/fs/cgroup/cpuacct", []string{"cpuacct"}},
 			{"/sys/fs/cgroup/memory", []string{"memory"}},
@@ -29,7 +30,7 @@ func TestParseMountinfo(t *testing.T) {
 		{"mountinfo-none", Mounts{Layout: LayoutNone}},
 		// A container's view of a subtree is listed first; the hierarchy
 		// root mount (with an escaped space) must still win.
-		{"mountinfo-container", Mounts{Layout: LayoutUnified, Cgroup2: "/mnt/cgroup root"}},
+		{"mountinfo-container", Mounts{Layout: LayoutUnified, Cgroup2: "/mnt/cgroup root", Cgroup2Options: []string{"rw"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {

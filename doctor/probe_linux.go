@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,10 @@ func probeCgroup(r *Report) {
 	}
 	r.Cgroup.Layout = string(mounts.Layout)
 	r.Cgroup.Mount = mounts.Cgroup2
+	if mounts.Cgroup2 != "" {
+		favor := slices.Contains(mounts.Cgroup2Options, "favordynmods")
+		r.Cgroup.FavorDynmods = &favor
+	}
 	r.Cgroup.Controllers, r.Cgroup.Enabled = []string{}, []string{}
 	if mounts.Cgroup2 == "" {
 		err := fmt.Errorf("%w (layout: %s)", cgroup.ErrNoCgroup2, mounts.Layout)

@@ -151,3 +151,36 @@ func TestJSONFieldNames(t *testing.T) {
 		t.Errorf("bpf_lsm = %v, want ok=false errno=EPERM", probe)
 	}
 }
+
+func TestFavorDynmodsLine(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name  string
+		favor *bool
+		want  string // "" when the report has no such line
+	}{
+		{"on", &on, "cgroup2 favordynmods  info  on: a nested session's launcher moves into its group without waiting"},
+		{"off", &off, "cgroup2 favordynmods  info  off: each nested session waits for an RCU grace period"},
+		{"no cgroup2", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := synthetic(true, true, "", []string{"bpf"}, 7, "", true)
+			r.Cgroup.FavorDynmods = tt.favor
+			var b strings.Builder
+			if err := r.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(strings.Fields(b.String()), " ")
+			switch want := strings.Join(strings.Fields(tt.want), " "); {
+			case want == "" && strings.Contains(text, "favordynmods"):
+				t.Errorf("report mentions favordynmods without a cgroup2 probe:\n%s", b.String())
+			case want != "" && !strings.Contains(text, want):
+				t.Errorf("report lacks %q:\n%s", tt.want, b.String())
+			}
+			if tt.name == "off" && !strings.Contains(b.String(), "mount -o remount,favordynmods /sys/fs/cgroup") {
+				t.Errorf("the off line does not name the remount of the hierarchy's mount:\n%s", b.String())
+			}
+		})
+	}
+}
