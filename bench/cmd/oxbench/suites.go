@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/bench/internal/stats"
 	"github.com/openoxide/oxsupervise/bench/internal/work"
+	"github.com/openoxide/oxsupervise/cgroup"
 )
 
 // execTimed runs argv, returns its stdout and wall time; stderr is kept
@@ -206,6 +208,9 @@ func sessionSuite(ctx context.Context, e *env) ([]*report, error) {
 	if note := ratiosTo(r, "wall time", standaloneWW); note != "" {
 		r.Notes = append(r.Notes, note)
 	}
+	if note := nestedCost(r, "wall time"); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	r.Notes = append(r.Notes, load.note())
 	return []*report{r}, err
 }
@@ -237,6 +242,26 @@ func ratiosTo(r *report, metric, ref string) string {
 		return ""
 	}
 	return fmt.Sprintf("Medians relative to `%s`: %s.", ref, strings.Join(parts, "; "))
+}
+
+// nestedCost is what the nested session itself adds: the nested row's
+// median less the outer session's alone, against bwrap's, and whether the
+// machine's cgroup2 favordynmods spares it the RCU grace period a move
+// between groups otherwise waits for (doctor reports the same).
+func nestedCost(r *report, metric string) string {
+	nested, outer, peer := stats.Median(r.Samples[metric][nestedWW]), stats.Median(r.Samples[metric][standaloneWW]), stats.Median(r.Samples[metric][bwrapPeer])
+	if nested <= 0 || outer <= 0 || peer <= 0 {
+		return ""
+	}
+	favor := "unknown"
+	if m, err := cgroup.FindMounts(); err == nil && m.Cgroup2 != "" {
+		favor = "off"
+		if slices.Contains(m.Cgroup2Options, "favordynmods") {
+			favor = "on"
+		}
+	}
+	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median; cgroup2 favordynmods on this machine: %s.",
+		(nested-outer)/1e6, (nested-outer)/peer, favor)
 }
 
 // populate makes dir a workspace of n small files in directories of 100
