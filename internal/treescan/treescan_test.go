@@ -26,37 +26,10 @@ func classify(rel []string, typ fs.FileMode) Verdict {
 	return Descend
 }
 
-// oracle is the same scan done the plain way, independently of the code
-// under test: filepath.WalkDir over every entry.
+// oracle is the package's classify scan done the plain way (oracleOf).
 func oracle(t *testing.T, root string) []string {
 	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		switch classify(strings.Split(filepath.ToSlash(rel), "/"), d.Type()&fs.ModeType) {
-		case Pick:
-			out = append(out, filepath.ToSlash(rel))
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-		case Prune:
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
+	return oracleOf(t, root, classify)
 }
 
 func rels(es []Entry) []string {
