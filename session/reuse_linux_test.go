@@ -134,20 +134,7 @@ func TestStandaloneRunReusesPinnedReadOnlyViewAudit(t *testing.T) {
 	if len(sets) != 1 {
 		t.Fatalf("pinned read-only view sets after the first run: %v, want one below %s/run/%s-ring*", sets, pins, loader.ObjectsVersion())
 	}
-	progID := func() ebpf.ProgramID {
-		t.Helper()
-		p, err := ebpf.LoadPinnedProgram(filepath.Join(sets[0], "progs", "roview_sys_exit"), nil)
-		if err != nil {
-			t.Fatalf("pinned read-only view program: %v", err)
-		}
-		defer p.Close()
-		info, err := p.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := info.ID()
-		return id
-	}
+	progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, sets[0]) }
 	first := progID()
 
 	victim := filepath.Join(e.outside, "reuse-created.txt")
@@ -334,20 +321,7 @@ func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
 			if len(versions) != 1 {
 				t.Fatalf("pin directories after the first run: %v, want one", versions)
 			}
-			progID := func() ebpf.ProgramID {
-				t.Helper()
-				p, err := ebpf.LoadPinnedProgram(filepath.Join(versions[0], "roview", "progs", "roview_sys_exit"), nil)
-				if err != nil {
-					t.Fatalf("pinned read-only view program: %v", err)
-				}
-				defer p.Close()
-				info, err := p.Info()
-				if err != nil {
-					t.Fatal(err)
-				}
-				id, _ := info.ID()
-				return id
-			}
+			progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, filepath.Join(versions[0], "roview")) }
 			first := progID()
 			tt.tamper(t, versions[0])
 			tampered := progID()
@@ -364,4 +338,21 @@ func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pinnedROViewProgID is the kernel id of the read-only view program
+// pinned in set, which tells a reopened pin from a reload.
+func pinnedROViewProgID(t *testing.T, set string) ebpf.ProgramID {
+	t.Helper()
+	p, err := ebpf.LoadPinnedProgram(filepath.Join(set, "progs", "roview_sys_exit"), nil)
+	if err != nil {
+		t.Fatalf("pinned read-only view program: %v", err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	return id
 }
