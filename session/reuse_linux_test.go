@@ -187,24 +187,7 @@ func TestStandaloneRunDoesNotReuseTamperedPins(t *testing.T) {
 			}
 		}},
 		{"map pinned over", func(t *testing.T, set string) {
-			path := filepath.Join(set, "maps", "net_sessions")
-			old, err := ebpf.LoadPinnedMap(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec := &ebpf.MapSpec{Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize(), MaxEntries: old.MaxEntries(), Flags: old.Flags()}
-			old.Close()
-			m, err := ebpf.NewMap(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Pin(path); err != nil {
-				t.Fatal(err)
-			}
+			pinMapLikeOver(t, filepath.Join(set, "maps", "net_sessions"))
 		}},
 	}
 	for _, tt := range tests {
@@ -290,19 +273,7 @@ func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
 			pinOver(t, filepath.Join(version, "roview", "progs", "roview_sys_exit"), prog.Pin)
 		}},
 		{"ring buffer pinned over", func(t *testing.T, version string) {
-			path := filepath.Join(version, "events", "maps", "oxs_events")
-			old, err := ebpf.LoadPinnedMap(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec := &ebpf.MapSpec{Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize(), MaxEntries: old.MaxEntries(), Flags: old.Flags()}
-			old.Close()
-			m, err := ebpf.NewMap(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pinOver(t, path, m.Pin)
+			pinMapLikeOver(t, filepath.Join(version, "events", "maps", "oxs_events"))
 		}},
 	}
 	for _, tt := range tests {
@@ -355,4 +326,27 @@ func pinnedROViewProgID(t *testing.T, set string) ebpf.ProgramID {
 	}
 	id, _ := info.ID()
 	return id
+}
+
+// pinMapLikeOver replaces the map pinned at path with a new, empty map of
+// the same shape: a pin a reuse must not take for its own.
+func pinMapLikeOver(t *testing.T, path string) {
+	t.Helper()
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &ebpf.MapSpec{Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize(), MaxEntries: old.MaxEntries(), Flags: old.Flags()}
+	old.Close()
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin(path); err != nil {
+		t.Fatal(err)
+	}
 }
