@@ -228,9 +228,11 @@ func clone3Filter(tables []archSyscalls) ([]unix.SockFilter, error) {
 
 // installSessionFilter installs sessionFilter on the calling thread
 // (no_new_privs must be set), asking the kernel to audit its refusals,
-// then clone3Filter, whose refusal is not audited. clone3Filter comes
-// second, so that it is the newest: the kernel runs the newest filter
-// first and logs a refusal by the first filter that returned it.
+// then clone3Filter, whose refusal is not audited. While sessionFilter
+// allows clone3 the order does not matter; clone3Filter still comes last,
+// so that were both to refuse clone3, the newest, unlogged one would be
+// the match the kernel logs by (filters run newest first, and the first
+// to return the winning action is kept).
 func installSessionFilter(restrictSockets bool) error {
 	tables, err := filteredSyscalls()
 	if err != nil {
