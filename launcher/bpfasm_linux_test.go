@@ -48,4 +48,14 @@ func TestBPFAsm(t *testing.T) {
 			t.Errorf("sessionFilter(restrictSockets=%v): %v", restrict, err)
 		}
 	}
+	if _, err := clone3Filter(tables); err != nil {
+		t.Errorf("clone3Filter: %v", err)
+	}
+	// Every ABI the filter knows refuses clone3: one it did not would
+	// let a 32-bit (or x32) program start a child in another cgroup.
+	for _, tab := range tables {
+		if len(tab.clone3) == 0 {
+			t.Errorf("no clone3 number for audit arch %#x", tab.arch)
+		}
+	}
 }

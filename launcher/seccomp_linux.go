@@ -33,11 +33,35 @@ import (
 //     multiplexer hides its arguments from seccomp, so its SYS_SOCKET and
 //     SYS_SOCKETPAIR calls get ENOSYS: 32-bit programs must use the direct
 //     socket syscalls (Linux 4.3), which the filter judges.
+//   - clone3 with ENOSYS, as on a kernel before Linux 5.3 (and as Docker's
+//     default profile answers): clone3's CLONE_INTO_CGROUP starts the
+//     child in the cgroup of a directory descriptor, and the kernel only
+//     checks write permission on the common ancestor's cgroup.procs,
+//     which a uid 0 session passes without any capability (opening the
+//     cgroup2 root O_PATH is neither a Landlock access nor a write to the
+//     read-only mount): the child would leave the session's group, its
+//     network programs, limits and cgroup.kill. seccomp cannot read the
+//     flags in clone3's struct clone_args, so the whole syscall goes:
+//     glibc (pthread_create, posix_spawn) and Rust's std fall back to
+//     clone(2) on ENOSYS, whose flags cannot hold CLONE_INTO_CGROUP; Go
+//     and musl use clone(2) anyway (Go clone3 only for
+//     SysProcAttr.UseCgroupFD). Every other way into another cgroup is a
+//     write to cgroup.procs or cgroup.threads, which the read-only view,
+//     Landlock or BPF-LSM refuse.
 //
 // The filter is installed with SECCOMP_FILTER_FLAG_LOG: the kernel audits
 // every refusal as an AUDIT_SECCOMP record (when kernel.seccomp
 // .actions_logged includes errno, its default), which kernelaudit turns
-// into an audit record of layer seccomp.
+// into an audit record of layer seccomp. Except clone3's: glibc tries
+// clone3 first on every thread creation and spawn, so each would leave a
+// record of something the program never asked for, and the log would be
+// flooded with them. clone3 is refused by a filter of its own, installed
+// without the log flag: the kernel runs every filter, newest first, keeps
+// as the match the first that returned the most restrictive action, and
+// audits the refusal only when that filter has the log flag
+// (kernel/seccomp.c: seccomp_run_filters, __seccomp_filter). The session
+// filter allows clone3, so the unlogged filter's ENOSYS is the only
+// refusal of it, and no other refusal is the unlogged filter's.
 
 // Errnos of the filter's refusals.
 const (
@@ -46,6 +70,7 @@ const (
 	errnoFamily  = unix.EAFNOSUPPORT
 	errnoRaw     = unix.EPERM
 	errnoSockMux = unix.ENOSYS
+	errnoClone3  = unix.ENOSYS
 )
 
 // x32SyscallBit marks x32 syscall numbers on x86-64.
@@ -58,6 +83,9 @@ type archSyscalls struct {
 	arch                      uint32
 	ioctl, ioURing            []uint32
 	socket, socketpair, muxed []uint32
+	// clone3 is refused by the unlogged clone3Filter (435 in every ABI
+	// here: the syscall tables are unified from 403 on).
+	clone3 []uint32
 }
 
 func ioURingNrs(bit uint32) []uint32 { return []uint32{bit | 425, bit | 426, bit | 427} }
@@ -69,18 +97,19 @@ func filteredSyscalls() ([]archSyscalls, error) {
 			{arch: unix.AUDIT_ARCH_X86_64,
 				ioctl:   []uint32{unix.SYS_IOCTL, x32SyscallBit | 514},
 				ioURing: append(ioURingNrs(0), ioURingNrs(x32SyscallBit)...),
-				socket:  []uint32{unix.SYS_SOCKET, x32SyscallBit | unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR, x32SyscallBit | unix.SYS_SOCKETPAIR}},
-			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}},
+				socket:  []uint32{unix.SYS_SOCKET, x32SyscallBit | unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR, x32SyscallBit | unix.SYS_SOCKETPAIR},
+				clone3: []uint32{unix.SYS_CLONE3, x32SyscallBit | unix.SYS_CLONE3}},
+			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}, clone3: []uint32{435}},
 		}, nil
 	case "arm64":
 		return []archSyscalls{
-			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}},
-			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{281}, socketpair: []uint32{288}},
+			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}, clone3: []uint32{unix.SYS_CLONE3}},
+			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{281}, socketpair: []uint32{288}, clone3: []uint32{435}},
 		}, nil
 	case "386":
-		return []archSyscalls{{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}}}, nil
+		return []archSyscalls{{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, ioURing: ioURingNrs(0), socket: []uint32{359}, socketpair: []uint32{360}, muxed: []uint32{102}, clone3: []uint32{435}}}, nil
 	case "riscv64":
-		return []archSyscalls{{arch: unix.AUDIT_ARCH_RISCV64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}}}, nil
+		return []archSyscalls{{arch: unix.AUDIT_ARCH_RISCV64, ioctl: []uint32{unix.SYS_IOCTL}, ioURing: ioURingNrs(0), socket: []uint32{unix.SYS_SOCKET}, socketpair: []uint32{unix.SYS_SOCKETPAIR}, clone3: []uint32{unix.SYS_CLONE3}}}, nil
 	}
 	return nil, fmt.Errorf("no syscall table for %s", runtime.GOARCH)
 }
@@ -176,8 +205,34 @@ func sessionFilter(tables []archSyscalls, restrictSockets bool) ([]unix.SockFilt
 	return a.assemble()
 }
 
+// clone3Filter is the program that refuses clone3, installed without the
+// log flag (see the top of this file for why it is a filter of its own).
+func clone3Filter(tables []archSyscalls) ([]unix.SockFilter, error) {
+	a := newBPFAsm()
+	for i, t := range tables {
+		next := fmt.Sprintf("arch%d", i+1)
+		a.ld(offArch)
+		a.jeq(t.arch, "", next)
+		a.ld(offNr)
+		for _, nr := range t.clone3 {
+			a.jeq(nr, "ret-clone3", "")
+		}
+		a.ret(unix.SECCOMP_RET_ALLOW)
+		a.label(next)
+	}
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	a.label("ret-clone3")
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(errnoClone3))
+	return a.assemble()
+}
+
 // installSessionFilter installs sessionFilter on the calling thread
-// (no_new_privs must be set), asking the kernel to audit its refusals.
+// (no_new_privs must be set), asking the kernel to audit its refusals,
+// then clone3Filter, whose refusal is not audited. While sessionFilter
+// allows clone3 the order does not matter; clone3Filter still comes last,
+// so that were both to refuse clone3, the newest, unlogged one would be
+// the match the kernel logs by (filters run newest first, and the first
+// to return the winning action is kept).
 func installSessionFilter(restrictSockets bool) error {
 	tables, err := filteredSyscalls()
 	if err != nil {
@@ -187,16 +242,28 @@ func installSessionFilter(restrictSockets bool) error {
 	if err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_LOG, uintptr(unsafe.Pointer(&prog)))
+	clone3, err := clone3Filter(tables)
+	if err != nil {
+		return fmt.Errorf("seccomp: clone3 filter: %w", err)
+	}
+	errno := installFilter(filter, unix.SECCOMP_FILTER_FLAG_LOG)
 	if errno == unix.EINVAL {
 		// Before Linux 4.14 there is no SECCOMP_FILTER_FLAG_LOG: the
 		// filter still refuses, the refusals are not audited.
-		_, _, errno = unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog)))
+		errno = installFilter(filter, 0)
 	}
-	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("seccomp: install the session filter: %w", errno)
 	}
+	if errno := installFilter(clone3, 0); errno != 0 {
+		return fmt.Errorf("seccomp: install the clone3 filter: %w", errno)
+	}
 	return nil
+}
+
+func installFilter(filter []unix.SockFilter, flags uintptr) unix.Errno {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(filter)
+	return errno
 }

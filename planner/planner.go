@@ -19,7 +19,7 @@ const (
 	// "none" in run when there is no cgroup network layer.
 	LayerNetNS = "network-namespace"
 	// LayerSeccomp is run's launcher's syscall filter (TIOCSTI, io_uring,
-	// socket families).
+	// clone3, socket families).
 	LayerSeccomp = "seccomp"
 	// LayerReadOnlyViewAudit reports the EROFS refusals of the read-only
 	// view (bpf/roview.c), which no LSM sees.
@@ -127,7 +127,8 @@ type Plan struct {
 	// MountNS builds run's private mount namespace.
 	MountNS bool
 	// Seccomp is run's launcher's syscall filter (TIOCSTI, io_uring, and
-	// the socket families of SeccompSockets), installed with its log flag.
+	// the socket families of SeccompSockets), installed with its log flag,
+	// and its unlogged clone3 filter (launcher/seccomp_linux.go).
 	Seccomp bool
 	// SeccompSockets has the launcher's seccomp filter refuse the socket
 	// families and raw sockets the network programs cannot judge: where
@@ -318,7 +319,7 @@ func decideRun(p *Plan, c *policy.Compiled, caps Capabilities) error {
 		p.Landlock, p.LandlockABI = Required, caps.LandlockABI
 	}
 	p.MountNS = true
-	// The launcher always installs its filter (TIOCSTI and io_uring are
+	// The launcher always installs its filter (TIOCSTI, io_uring and clone3 are
 	// refused whichever filesystem layer runs).
 	p.Seccomp = true
 	p.KernelAudit = p.Seccomp || (p.Landlock != Absent && caps.LandlockAudits)

@@ -2,10 +2,11 @@
 // attack a session may try to reach past its boundary (metadata outside
 // the writable roots, a root session's capabilities, socket families,
 // protected names created during the session, unix sockets outside it,
-// /dev/shm, a symlink at a protected name, the user's build caches), each
-// as real syscalls performed inside `oxsupervise run`, with what each
-// enforcement path must answer: the errno of every step, the state of the
-// files afterwards and the audit record.
+// /dev/shm, a symlink at a protected name, the user's build caches, a
+// child started in another cgroup with clone3), each as real syscalls
+// performed inside `oxsupervise run`, with what each enforcement path
+// must answer: the errno of every step, the state of the files
+// afterwards and the audit record (or that there is none, and why).
 //
 // The table is defined once (table_linux.go) and run by both paths: a
 // host test in package session (the Landlock path on a kernel without

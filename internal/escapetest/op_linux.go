@@ -24,13 +24,27 @@ const OpName = "escape"
 //
 //	write PATH | read PATH | mkdir PATH | rename OLD NEW | symlink TARGET LINK |
 //	chmod PATH | chown PATH | utimes PATH | mknod-char PATH | setuid UID |
-//	socket DOMAIN TYPE [PROTOCOL] | io_uring_setup | unix-connect PATH|@ABSTRACT | capeff
+//	socket DOMAIN TYPE [PROTOCOL] | io_uring_setup | unix-connect PATH|@ABSTRACT | capeff |
+//	clone3-into-cgroup DIR MARKER
 //
+// clone3-into-cgroup prints "child-in:PATH" when the kernel started its
+// child (in cgroup PATH) instead of an errno; its child runs the op hold.
 // It asserts nothing: the outcome is the test's to judge.
 func Op(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "usage: escape OP [ARGS...]")
 		return 2
+	}
+	switch {
+	case args[0] == "hold":
+		return hold()
+	case args[0] == "clone3-into-cgroup" && len(args) == 3:
+		where, err := cloneIntoCgroup(args[1], args[2])
+		if err != nil {
+			return testutil.ReportErrnoName(err)
+		}
+		fmt.Println(where)
+		return 0
 	}
 	if args[0] == "capeff" {
 		eff, err := capEff()

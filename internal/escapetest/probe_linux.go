@@ -3,11 +3,16 @@
 package escapetest
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/landlock"
 	"github.com/openoxide/oxsupervise/loader"
 )
@@ -33,6 +38,10 @@ type Kernel struct {
 	// SeccompAudited: the kernel audits seccomp's errno actions, which
 	// the session's audit log turns into records of layer seccomp.
 	SeccompAudited bool
+	// CloneIntoCgroup is what clone3(CLONE_INTO_CGROUP) of the cgroup2
+	// root gives a uid 0 process without capabilities outside any session
+	// (the clone3-into-cgroup op's output; see probeCloneIntoCgroup).
+	CloneIntoCgroup string
 }
 
 // Probe asks the kernel directly: BPF-LSM through doctor's probe program
@@ -58,3 +67,35 @@ func (k Kernel) landlockAudits() bool { return k.LandlockABI >= landlock.AuditAB
 
 // abstractScoped: Landlock scopes abstract unix sockets (ABI 6).
 func (k Kernel) abstractScoped() bool { return k.LandlockABI >= 6 }
+
+// probeCloneIntoCgroup runs the clone3-into-cgroup op outside any
+// session, from a scratch group, into the cgroup2 root root: the same
+// call by the same kind of process (uid 0, no capabilities) as in the
+// session, without the session's seccomp filter. Where the kernel moves
+// the child it prints childIn+"/"; where it lacks CLONE_INTO_CGROUP
+// (before 5.7) an errno.
+func probeCloneIntoCgroup(t *testing.T, self, root, marker string) string {
+	t.Helper()
+	g := testutil.NewCgroup(t)
+	dir, err := os.Open(g.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cmd := exec.Command(self, testutil.OpArgs(OpName, "clone3-into-cgroup", root, marker)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe clone3(CLONE_INTO_CGROUP) outside any session: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// movesIntoCgroup: the probe saw clone3 start a child in the cgroup2
+// root, where a session's process must not get.
+func (k Kernel) movesIntoCgroup() bool { return k.CloneIntoCgroup == childIn+"/" }
+
+func (k Kernel) cloneIntoCgroupSkip() string {
+	return fmt.Sprintf("clone3(CLONE_INTO_CGROUP) does not start a child in the cgroup2 root outside any session either (probe: %q): nothing to refuse on this kernel", k.CloneIntoCgroup)
+}

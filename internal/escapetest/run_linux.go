@@ -38,8 +38,10 @@ func Run(t *testing.T, cfg Config) {
 	if k.Path == PathLandlock && k.LandlockABI < 3 {
 		testutil.SkipUnlessVM(t, "neither BPF-LSM nor Landlock ABI >= 3 (ABI %d): run refuses filesystem rules here", k.LandlockABI)
 	}
-	t.Logf("escape table on the %s path (Landlock ABI %d, seccomp audited %v)", k.Path, k.LandlockABI, k.SeccompAudited)
 	w := newWorld(t)
+	k.CloneIntoCgroup = probeCloneIntoCgroup(t, cfg.Self, w.Cgroup2, "oxs-escape-clone3-probe-"+filepath.Base(w.Base))
+	t.Logf("escape table on the %s path (Landlock ABI %d, seccomp audited %v, clone3 into the cgroup2 root outside a session: %s)",
+		k.Path, k.LandlockABI, k.SeccompAudited, k.CloneIntoCgroup)
 	rows := Rows(w)
 
 	var script strings.Builder
@@ -115,6 +117,16 @@ func Run(t *testing.T, cfg Config) {
 					t.Errorf("audit: %v", err)
 				}
 			}
+			for _, u := range want.Unaudited {
+				if u.Why == "" {
+					t.Fatalf("table error: no reason why %s is not audited", u.Record)
+				}
+				if err := noRecord(records, u.Record, w); err != nil {
+					t.Errorf("audit: %v; none expected: %s", err, u.Why)
+				} else {
+					t.Logf("no %s record, as expected: %s", u.Record, u.Why)
+				}
+			}
 			for _, said := range want.Said {
 				if !strings.Contains(s.Stderr, said) {
 					t.Errorf("run does not say %q, which this row's expectation rests on", said)
@@ -145,11 +157,7 @@ func findRecord(records []audit.Record, used map[int]bool, id string, want Recor
 			path = r.File.Path
 		}
 		seen = append(seen, fmt.Sprintf("%s %s %s errno %d %s", r.Ox.Layer, r.Event.Action, r.Ox.Class, r.Ox.Errno, path))
-		if used[i] || r.Ox.Session != id ||
-			(want.Action != "" && r.Event.Action != want.Action) ||
-			(want.Class != "" && r.Ox.Class != want.Class) ||
-			(want.Errno != 0 && r.Ox.Errno != int(want.Errno)) ||
-			!pathMatches(want, path) {
+		if used[i] || r.Ox.Session != id || !recordMatches(r, want) {
 			continue
 		}
 		if want.Layer == audit.LayerQuarantine {
@@ -165,6 +173,33 @@ func findRecord(records []audit.Record, used map[int]bool, id string, want Recor
 		return nil
 	}
 	return fmt.Errorf("no record %s in session %s; %s records: %q", want, id, want.Layer, seen)
+}
+
+// noRecord fails when the log has a denial matching want, of any session
+// (the log is this session's alone) and whether or not a row claimed it.
+func noRecord(records []audit.Record, want Record, w *World) error {
+	for _, r := range records {
+		if r.Ox.Kind == audit.KindDenial && r.Ox.Layer == want.Layer && recordMatches(r, want) {
+			pid := 0
+			if r.Process != nil {
+				pid = r.Process.PID
+			}
+			return fmt.Errorf("record %s in %s: %s (session %s, pid %d)", want, w.AuditLog, r.Ox.Rule, r.Ox.Session, pid)
+		}
+	}
+	return nil
+}
+
+// recordMatches compares the fields want sets (Layer is the caller's).
+func recordMatches(r audit.Record, want Record) bool {
+	path := ""
+	if r.File != nil {
+		path = r.File.Path
+	}
+	return (want.Action == "" || r.Event.Action == want.Action) &&
+		(want.Class == "" || r.Ox.Class == want.Class) &&
+		(want.Errno == 0 || r.Ox.Errno == int(want.Errno)) &&
+		pathMatches(want, path)
 }
 
 func pathMatches(want Record, path string) bool {

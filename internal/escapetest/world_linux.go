@@ -34,6 +34,9 @@ type World struct {
 	// ShmHost is a file in the host's /dev/shm, ShmSession the name the
 	// session creates there; both "" where there is no /dev/shm.
 	ShmHost, ShmSession string
+	// Cgroup2 is the cgroup2 mount point (from mountinfo); CloneMarker is
+	// on the command line of any child the clone3 row's op starts.
+	Cgroup2, CloneMarker string
 
 	before map[string]unix.Stat_t
 }
@@ -45,6 +48,11 @@ func newWorld(t *testing.T) *World {
 		Outside: filepath.Join(base, "outside"), Quarantine: filepath.Join(base, "quarantine"),
 		AuditLog: filepath.Join(base, "audit.jsonl"), before: map[string]unix.Stat_t{}}
 	w.Victim = filepath.Join(w.Outside, "victim.txt")
+	cg2, err := testutil.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Cgroup2, w.CloneMarker = cg2, "oxs-escape-clone3-session-"+filepath.Base(base)
 	w.UserCache = filepath.Join(w.Home, ".cache", "go-build")
 	for _, d := range []string{w.WS, w.Outside, w.UserCache, filepath.Join(w.WS, "sub"), filepath.Join(w.WS, "deep")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -2,12 +2,12 @@
 // workspace-write session must not break (issue #20's Done-when): go build
 // with the default cache, npm install of a local package, python3 -m venv
 // and pip install into it, git commit, git worktree add and a commit in
-// the worktree, Python multiprocessing locks. The Landlock path's test
-// (package session, on the host) and the BPF-LSM path's (session/fsvmtest,
-// in the kernel-test VM) run the same steps and check the same state
-// afterwards; each adds what only its path has. Every tool a step needs
-// is probed first, with the PATH the session gets, and a missing one is
-// logged as SKIPPED, never passed.
+// the worktree, Python multiprocessing locks, a glibc thread and
+// posix_spawn. The Landlock path's test (package session, on the host)
+// and the BPF-LSM path's (session/fsvmtest, in the kernel-test VM) run
+// the same steps and check the same state afterwards; each adds what only
+// its path has. Every tool a step needs is probed first, with the PATH
+// the session gets, and a missing one is logged as SKIPPED, never passed.
 package normalwork
 
 import (
@@ -119,6 +119,10 @@ func Prepare(t testing.TB, ws string, o Options) []Step {
 		{"pip-install", pip + " install --no-index --no-input --disable-pip-version-check -q ./" + wheelName +
 			" && .venv/bin/python -c 'import localpy; assert localpy.ANSWER == 42'", pyErr},
 		{"mp-lock", `python3 -c 'import multiprocessing as m; l = m.Lock(); l.acquire(); l.release(); q = m.Queue(); q.put(1); assert q.get() == 1'`, pyErr},
+		// glibc's pthread_create and posix_spawn try clone3 first, which
+		// the session's seccomp filter answers with ENOSYS: both must fall
+		// back to clone(2).
+		{"glibc-thread-spawn", `python3 -c 'import os, threading; t = threading.Thread(target=print, args=("thread",)); t.start(); t.join(); pid = os.posix_spawn("/bin/sh", ["sh", "-c", "exit 7"], dict(os.environ)); assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7'`, pyErr},
 	}
 }
 
