@@ -71,6 +71,7 @@ enum fs_op {
 	FS_OP_KERNEL_LOAD = 26, /* a module, firmware, kexec image or policy read by the kernel */
 	FS_OP_UNIX_CONNECT = 27, /* connect/send to an AF_UNIX socket (pathname or abstract) */
 	FS_OP_SOCKET = 28,  /* a socket of a family the network policy does not cover */
+	FS_OP_CLONE_INTO_CGROUP = 29, /* clone3 with CLONE_INTO_CGROUP: a child in another cgroup */
 };
 
 /* fs_event.flags */

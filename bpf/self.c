@@ -25,6 +25,8 @@
  *   lsm/move_mount             move_mount(2)                 FS_OP_MOUNT
  *   lsm/sb_umount              umount(2)                     FS_OP_MOUNT
  *   lsm/sb_pivotroot           pivot_root(2)                 FS_OP_MOUNT
+ *   lsm/task_alloc             clone3(2) with CLONE_INTO_CGROUP
+ *                              (a child in another cgroup)   FS_OP_CLONE_INTO_CGROUP
  */
 #include "common.h"
 #include "fs.h"
@@ -50,6 +52,7 @@ struct task_struct___self {
 } __attribute__((preserve_access_index));
 
 #define TIOCSTI 0x5412
+#define CLONE_INTO_CGROUP 0x200000000ULL
 #define TIOCLINUX 0x541C
 
 static __always_inline bool same_cgroup(void *task, __u64 cgroup_id)
@@ -164,4 +167,27 @@ int BPF_PROG(self_sb_pivotroot, const struct path *old_path, const struct path *
 	if (ret || !in_session(&cgroup_id))
 		return ret;
 	return refuse_self(cgroup_id, FS_OP_MOUNT, 0, 0);
+}
+
+/*
+ * clone3's CLONE_INTO_CGROUP starts the child in the cgroup an O_PATH
+ * descriptor names, outside the session's network programs, limits and
+ * cgroup.kill; the kernel only asks for write permission on the common
+ * ancestor's cgroup.procs, which uid 0 has without any capability, and no
+ * filesystem hook sees the descriptor used. copy_process calls this hook
+ * with clone3's 64-bit flags before cgroup_can_fork moves anything, so the
+ * child never runs. A `run` session's seccomp filter answers clone3 with
+ * ENOSYS before it gets here; this is what holds an attached process,
+ * which no filter can be put on. A session starts no child elsewhere, not
+ * even in a group below its own (nested sessions are moved by their
+ * supervisor, outside every session). Checked before the session lookup:
+ * the hook runs on every fork of the machine.
+ */
+SEC("lsm/task_alloc")
+int BPF_PROG(self_task_alloc, struct task_struct *task, unsigned long clone_flags, int ret)
+{
+	__u64 cgroup_id;
+	if (ret || !(clone_flags & CLONE_INTO_CGROUP) || !in_session(&cgroup_id))
+		return ret;
+	return refuse_self(cgroup_id, FS_OP_CLONE_INTO_CGROUP, 0, 0);
 }

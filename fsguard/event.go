@@ -39,6 +39,9 @@ const (
 	OpKernelLoad   Op = 26 // self-protection: a module, firmware, kexec image or policy load
 	OpUnixConnect  Op = 27 // connect or send to an AF_UNIX socket (pathname or abstract)
 	OpSocket       Op = 28 // self-protection: a socket family the network policy does not cover
+	// OpCloneIntoCgroup: self-protection, clone3 with CLONE_INTO_CGROUP (a
+	// child started in another cgroup).
+	OpCloneIntoCgroup Op = 29
 )
 
 var opNames = map[Op]string{
@@ -48,7 +51,7 @@ var opNames = map[Op]string{
 	OpChown: "chown", OpSetattr: "setattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpBPF: "bpf", OpPtrace: "ptrace", OpKill: "kill", OpTIOCSTI: "tiocsti", OpReceive: "receive_fd", OpMount: "mount",
 	OpMmap: "mmap_shared_write", OpModule: "module_request", OpKernelLoad: "kernel_load", OpUnixConnect: "unix_connect",
-	OpSocket: "socket",
+	OpSocket: "socket", OpCloneIntoCgroup: "clone_into_cgroup",
 }
 
 func (o Op) String() string {

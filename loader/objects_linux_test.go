@@ -48,7 +48,7 @@ func TestEmbeddedObjects(t *testing.T) {
 			selfProgSelfFileIoctl: "lsm/file_ioctl", selfProgSelfKernelModuleRequest: "lsm/kernel_module_request",
 			selfProgSelfKernelReadFile: "lsm/kernel_read_file", selfProgSelfKernelLoadData: "lsm/kernel_load_data",
 			selfProgSelfSbMount: "lsm/sb_mount", selfProgSelfMoveMount: "lsm/move_mount", selfProgSelfSbUmount: "lsm/sb_umount",
-			selfProgSelfSbPivotroot: "lsm/sb_pivotroot",
+			selfProgSelfSbPivotroot: "lsm/sb_pivotroot", selfProgSelfTaskAlloc: "lsm/task_alloc",
 		}, []string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},
 		{"socket family", netfamily, map[string]string{netfamilyProgNetfamilySocketCreate: "lsm/socket_create"},
 			[]string{fsSessionsMap, eventRingMap, eventLostMap, eventFloodMap}},

@@ -70,6 +70,7 @@ const (
 	selfProgSelfSbMount             = "self_sb_mount"
 	selfProgSelfSbPivotroot         = "self_sb_pivotroot"
 	selfProgSelfSbUmount            = "self_sb_umount"
+	selfProgSelfTaskAlloc           = "self_task_alloc"
 	selfProgSelfTaskKill            = "self_task_kill"
 	selfVarUnusedOxsEventHeader     = "unused_oxs_event_header"
 	selfVarUnusedOxsFloodBucket     = "unused_oxs_flood_bucket"
@@ -128,6 +129,7 @@ type selfProgramSpecs struct {
 	SelfSbMount             *ebpf.ProgramSpec `ebpf:"self_sb_mount"`
 	SelfSbPivotroot         *ebpf.ProgramSpec `ebpf:"self_sb_pivotroot"`
 	SelfSbUmount            *ebpf.ProgramSpec `ebpf:"self_sb_umount"`
+	SelfTaskAlloc           *ebpf.ProgramSpec `ebpf:"self_task_alloc"`
 	SelfTaskKill            *ebpf.ProgramSpec `ebpf:"self_task_kill"`
 }
 
@@ -208,6 +210,7 @@ type selfPrograms struct {
 	SelfSbMount             *ebpf.Program `ebpf:"self_sb_mount"`
 	SelfSbPivotroot         *ebpf.Program `ebpf:"self_sb_pivotroot"`
 	SelfSbUmount            *ebpf.Program `ebpf:"self_sb_umount"`
+	SelfTaskAlloc           *ebpf.Program `ebpf:"self_task_alloc"`
 	SelfTaskKill            *ebpf.Program `ebpf:"self_task_kill"`
 }
 
@@ -223,6 +226,7 @@ func (p *selfPrograms) Close() error {
 		p.SelfSbMount,
 		p.SelfSbPivotroot,
 		p.SelfSbUmount,
+		p.SelfTaskAlloc,
 		p.SelfTaskKill,
 	)
 }
