@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -78,6 +79,37 @@ func cloneIntoCgroup(dir, marker string) (string, error) {
 	return childIn + cg, nil
 }
 
+// cloneArgs is the kernel's struct clone_args up to tls (its version 0,
+// CLONE_ARGS_SIZE_VER0).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls uint64
+}
+
+// clone3Plain is clone3 without CLONE_INTO_CGROUP: a fork whose child
+// exits at once with status 0, without touching the Go runtime (it is a
+// copy of this one thread only), and which the parent reaps. It fails
+// with the error of clone3, or when the child did not exit 0.
+func clone3Plain() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	args := cloneArgs{exitSignal: uint64(unix.SIGCHLD)}
+	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+	if errno != 0 {
+		return errno
+	}
+	if pid == 0 {
+		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(int(pid), &ws, 0, nil); err != nil {
+		return fmt.Errorf("wait for the clone3 child %d: %w", pid, err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("the clone3 child %d ended with status %v", pid, ws)
+	}
+	return nil
+}
+
 // hold is the child of cloneIntoCgroup: it waits for the end of its
 // stdin (the op's end). Its argument is only a marker.
 func hold() int {
@@ -85,10 +117,10 @@ func hold() int {
 	return 0
 }
 
-// liveProcessWith returns the pid of a live process whose command line
+// LiveProcessWith returns the pid of a live process whose command line
 // holds marker, or 0. PID 1 here may not reap orphans: a zombie is not
 // alive.
-func liveProcessWith(marker string) (int, error) {
+func LiveProcessWith(marker string) (int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err

@@ -25,10 +25,12 @@ const OpName = "escape"
 //	write PATH | read PATH | mkdir PATH | rename OLD NEW | symlink TARGET LINK |
 //	chmod PATH | chown PATH | utimes PATH | mknod-char PATH | setuid UID |
 //	socket DOMAIN TYPE [PROTOCOL] | io_uring_setup | unix-connect PATH|@ABSTRACT | capeff |
-//	clone3-into-cgroup DIR MARKER
+//	clone3-into-cgroup DIR MARKER | clone3-plain
 //
 // clone3-into-cgroup prints "child-in:PATH" when the kernel started its
 // child (in cgroup PATH) instead of an errno; its child runs the op hold.
+// clone3-plain is clone3 without CLONE_INTO_CGROUP (a fork), the control
+// of what a session may still do.
 // It asserts nothing: the outcome is the test's to judge.
 func Op(args []string) int {
 	if len(args) == 0 {
@@ -38,6 +40,8 @@ func Op(args []string) int {
 	switch {
 	case args[0] == "hold":
 		return hold()
+	case args[0] == "clone3-plain" && len(args) == 1:
+		return testutil.ReportErrnoName(clone3Plain())
 	case args[0] == "clone3-into-cgroup" && len(args) == 3:
 		where, err := cloneIntoCgroup(args[1], args[2])
 		if err != nil {

@@ -40,7 +40,7 @@ type Kernel struct {
 	SeccompAudited bool
 	// CloneIntoCgroup is what clone3(CLONE_INTO_CGROUP) of the cgroup2
 	// root gives a uid 0 process without capabilities outside any session
-	// (the clone3-into-cgroup op's output; see probeCloneIntoCgroup).
+	// (the clone3-into-cgroup op's output; see ProbeCloneIntoCgroup).
 	CloneIntoCgroup string
 }
 
@@ -68,13 +68,13 @@ func (k Kernel) landlockAudits() bool { return k.LandlockABI >= landlock.AuditAB
 // abstractScoped: Landlock scopes abstract unix sockets (ABI 6).
 func (k Kernel) abstractScoped() bool { return k.LandlockABI >= 6 }
 
-// probeCloneIntoCgroup runs the clone3-into-cgroup op outside any
+// ProbeCloneIntoCgroup runs the clone3-into-cgroup op outside any
 // session, from a scratch group, into the cgroup2 root root: the same
 // call by the same kind of process (uid 0, no capabilities) as in the
 // session, without the session's seccomp filter. Where the kernel moves
 // the child it prints childIn+"/"; where it lacks CLONE_INTO_CGROUP
 // (before 5.7) an errno.
-func probeCloneIntoCgroup(t *testing.T, self, root, marker string) string {
+func ProbeCloneIntoCgroup(t *testing.T, self, root, marker string) string {
 	t.Helper()
 	g := testutil.NewCgroup(t)
 	dir, err := os.Open(g.Dir)
@@ -94,7 +94,11 @@ func probeCloneIntoCgroup(t *testing.T, self, root, marker string) string {
 
 // movesIntoCgroup: the probe saw clone3 start a child in the cgroup2
 // root, where a session's process must not get.
-func (k Kernel) movesIntoCgroup() bool { return k.CloneIntoCgroup == childIn+"/" }
+func (k Kernel) movesIntoCgroup() bool { return MovedToRoot(k.CloneIntoCgroup) }
+
+// MovedToRoot says whether out, the clone3-into-cgroup op's output, is a
+// child started in the cgroup2 root.
+func MovedToRoot(out string) bool { return out == childIn+"/" }
 
 func (k Kernel) cloneIntoCgroupSkip() string {
 	return fmt.Sprintf("clone3(CLONE_INTO_CGROUP) does not start a child in the cgroup2 root outside any session either (probe: %q): nothing to refuse on this kernel", k.CloneIntoCgroup)

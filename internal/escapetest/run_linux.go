@@ -39,7 +39,7 @@ func Run(t *testing.T, cfg Config) {
 		testutil.SkipUnlessVM(t, "neither BPF-LSM nor Landlock ABI >= 3 (ABI %d): run refuses filesystem rules here", k.LandlockABI)
 	}
 	w := newWorld(t)
-	k.CloneIntoCgroup = probeCloneIntoCgroup(t, cfg.Self, w.Cgroup2, "oxs-escape-clone3-probe-"+filepath.Base(w.Base))
+	k.CloneIntoCgroup = ProbeCloneIntoCgroup(t, cfg.Self, w.Cgroup2, "oxs-escape-clone3-probe-"+filepath.Base(w.Base))
 	t.Logf("escape table on the %s path (Landlock ABI %d, seccomp audited %v, clone3 into the cgroup2 root outside a session: %s)",
 		k.Path, k.LandlockABI, k.SeccompAudited, k.CloneIntoCgroup)
 	rows := Rows(w)

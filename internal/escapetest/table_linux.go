@@ -437,7 +437,7 @@ func cgroupRows(w *World) []Row {
 			}
 			return Want{Results: [][]string{one("ENOSYS")},
 				State: func(w *World) error {
-					pid, err := liveProcessWith(w.CloneMarker)
+					pid, err := LiveProcessWith(w.CloneMarker)
 					if err != nil {
 						return err
 					}
