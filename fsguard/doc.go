@@ -32,7 +32,8 @@
 // pathname AF_UNIX socket, which counts as writing it unless the policy
 // lists the socket. Self-protection (bpf/self.c) refuses bpf(2), ptrace
 // and signals to tasks outside the session, TIOCSTI, mounts, module
-// requests and kernel loads of modules, firmware and kexec images; where
+// requests, kernel loads of modules, firmware and kexec images, and
+// clone3 with CLONE_INTO_CGROUP (a child started in another cgroup); where
 // the network policy is not full, socket(2) of families other than
 // AF_INET, AF_INET6, AF_UNIX and AF_NETLINK is refused (bpf/netfamily.c).
 // An abstract AF_UNIX socket (no inode) may be connected or sent to only

@@ -17,7 +17,7 @@
 //     the file hooks.
 //   - self (bpf/self.c): self-protection, the hooks on the kernel's own
 //     interfaces (bpf, ptrace, signals, TIOCSTI, module and kernel loads,
-//     mounts).
+//     mounts, clone3 into another cgroup).
 //   - netfamily (bpf/netfamily.c): the network policy's BPF-LSM program,
 //     which refuses the socket families the cgroup programs cannot see.
 //   - unix (bpf/unix.c): abstract AF_UNIX sockets, which have no inode:

@@ -424,7 +424,9 @@ func cacheRows(w *World) []Row {
 // the kernel grants a root process without capabilities (the probe shows
 // it, outside any session). The seccomp filter answers clone3 with ENOSYS
 // on both paths, so there is no child, in the root or anywhere: no
-// process with the op's marker lives after the session.
+// process with the op's marker lives after the session. An attached
+// process has no seccomp filter; BPF-LSM's task_alloc refuses it there
+// (session/fsvmtest's TestAttachRefusesCloneIntoCgroup).
 func cgroupRows(w *World) []Row {
 	return []Row{{Class: "cgroups", Name: "clone3-into-cgroup-root", Steps: []string{op("clone3-into-cgroup", w.Cgroup2, w.CloneMarker)},
 		Want: func(k Kernel, _ Session, w *World) Want {
