@@ -114,7 +114,7 @@ func TestLoadAttachesEveryHook(t *testing.T) {
 		"path_symlink", "path_link", "path_rename", "path_chmod", "path_chown", "inode_setattr",
 		"inode_setxattr", "inode_removexattr", "bpf", "ptrace_access_check", "task_kill", "file_ioctl", "file_receive",
 		"sb_mount", "move_mount", "sb_umount", "sb_pivotroot", "mmap_file", "file_mprotect", "unix_stream_connect",
-		"unix_may_send", "kernel_module_request", "kernel_read_file", "kernel_load_data", "socket_create",
+		"unix_may_send", "kernel_module_request", "kernel_read_file", "kernel_load_data", "socket_create", "task_alloc",
 		// bpf/unix.c's abstract peers, a second program on each AF_UNIX hook.
 		"unix_stream_connect", "unix_may_send"}
 	got := g.Hooks()
