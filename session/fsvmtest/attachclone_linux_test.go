@@ -4,14 +4,12 @@ package fsvmtest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -59,35 +57,9 @@ func TestAttachRefusesCloneIntoCgroup(t *testing.T) {
 "$SELF" `+escape+` clone3-into-cgroup "$ROOT" "$MARKER"
 "$SELF" `+escape+` clone3-plain`)
 	sh.Env = []string{"PATH=/usr/bin:/bin", "SELF=" + e.self, "ROOT=" + root, "MARKER=" + marker}
-	stdin, err := sh.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
 	sh.Stdout, sh.Stderr = &out, os.Stderr
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Process.Kill()
-
-	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
-	var msgs bytes.Buffer
-	entry, err := session.Attach(context.Background(), session.AttachOptions{
-		PID: sh.Process.Pid, Policy: e.policy(t, "full"), CallerUID: os.Getuid(),
-		Warn: &msgs, Registry: reg, Layers: []session.SessionLayer{layer},
-	})
-	if err != nil {
-		t.Fatalf("Attach: %v\n%s", err, msgs.String())
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if g, err := cgroup.OpenSession(cgroup.Config{}, entry.ID); err == nil {
-			g.Kill(ctx)
-			g.Remove(ctx)
-		}
-		reg.Delete(entry.ID)
-	}()
+	stdin, entry, _ := attachWaitingShell(t, e, sh, layer)
 	fmt.Fprintln(stdin, "go")
 	stdin.Close()
 	if err := sh.Wait(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,35 +295,9 @@ func TestAttachBPFLSM(t *testing.T) {
 "$SELF" `+fsopVerb+` write "$VICTIM"
 "$SELF" `+fsopVerb+` write "$WS/allowed.txt"`)
 	sh.Env = []string{"PATH=/usr/bin:/bin", "SELF=" + e.self, "HOOK=" + hook, "VICTIM=" + victim, "WS=" + e.ws}
-	stdin, err := sh.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
 	sh.Stdout = &out
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Process.Kill()
-
-	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
-	var msgs bytes.Buffer
-	entry, err := session.Attach(context.Background(), session.AttachOptions{
-		PID: sh.Process.Pid, Policy: e.policy(t, "full"), CallerUID: os.Getuid(),
-		Warn: &msgs, Registry: reg, Layers: []session.SessionLayer{layer},
-	})
-	if err != nil {
-		t.Fatalf("Attach: %v\n%s", err, msgs.String())
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if g, err := cgroup.OpenSession(cgroup.Config{}, entry.ID); err == nil {
-			g.Kill(ctx)
-			g.Remove(ctx)
-		}
-		reg.Delete(entry.ID)
-	}()
+	stdin, entry, msgs := attachWaitingShell(t, e, sh, layer)
 	if strings.Contains(msgs.String(), "does NOT enforce") {
 		t.Errorf("attach with a bpf-lsm layer says it enforces no filesystem rules:\n%s", msgs.String())
 	}
@@ -421,4 +396,39 @@ func mustWrite(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// attachWaitingShell starts sh, a shell that waits for a line on its
+// standard input before it goes on, and attaches it to a new session with
+// the policy "full" and layer, as `attach --pid` does. The test writes
+// the line (stdin); the session is killed and removed when the test ends.
+func attachWaitingShell(t *testing.T, e *env, sh *exec.Cmd, layer session.SessionLayer) (io.WriteCloser, *session.Entry, *bytes.Buffer) {
+	t.Helper()
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill() })
+	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
+	msgs := &bytes.Buffer{}
+	entry, err := session.Attach(context.Background(), session.AttachOptions{
+		PID: sh.Process.Pid, Policy: e.policy(t, "full"), CallerUID: os.Getuid(),
+		Warn: msgs, Registry: reg, Layers: []session.SessionLayer{layer},
+	})
+	if err != nil {
+		t.Fatalf("Attach: %v\n%s", err, msgs.String())
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if g, err := cgroup.OpenSession(cgroup.Config{}, entry.ID); err == nil {
+			g.Kill(ctx)
+			g.Remove(ctx)
+		}
+		reg.Delete(entry.ID)
+	})
+	return stdin, entry, msgs
 }
