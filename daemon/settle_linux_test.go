@@ -5,7 +5,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,20 +14,6 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 )
-
-// landlockAudited reports whether the kernel writes Landlock's refusals to
-// the audit feed the daemon follows: CONFIG_AUDIT, and Landlock ABI 7 (the
-// first whose refusals are audited), probed with the raw syscall.
-func landlockAudited() (string, bool) {
-	if _, err := os.Stat("/proc/self/loginuid"); err != nil {
-		return "kernel built without CONFIG_AUDIT", false
-	}
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 || v < 7 {
-		return fmt.Sprintf("Landlock ABI %d (errno %v) < 7: its refusals are not audited", v, errno), false
-	}
-	return "", true
-}
 
 // A client told that its session ended (the daemon's final event, sent
 // once the session has settled: session.RunOptions.Settled) finds in the
@@ -70,7 +55,7 @@ func TestRunClientToldTheSessionEndedFindsItsLastAct(t *testing.T) {
 			target: func(int) string { return secret },
 			script: `exec cat "$TARGET"`,
 			skip: func(t *testing.T) string {
-				why, ok := landlockAudited()
+				why, ok := testutil.LandlockAudited()
 				if ok || testutil.IndependentLSMProbe(t).Usable() {
 					return ""
 				}
