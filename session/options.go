@@ -70,6 +70,10 @@ type RunOptions struct {
 	// daemon) answers its client here. Not called when Run fails before
 	// it launched the command: then nothing was started to settle.
 	Settled func(code int, err error)
+	// ExitAfter says the process exits as soon as Run returns (a
+	// standalone run): what its exit undoes anyway (the launcher's signal
+	// relay) Run does not undo first.
+	ExitAfter bool
 }
 
 // AttachOptions are the inputs of Attach.
