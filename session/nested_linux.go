@@ -490,7 +490,10 @@ func dropGroup(id string, group *cgroup.Group, warn io.Writer) {
 // group (NestedOptions.Launcher). That move waits for an RCU grace period
 // (cgroup_threadgroup_rwsem taken for write, ~10 ms); the launcher's own
 // start overlaps it instead of following it. Run or Abort ends it, on the
-// goroutine that started it.
+// goroutine that started it. The nested run exits once its session has
+// ended: the relay of its signals to the command is left to that exit
+// (signal.Stop is a round trip to the runtime's signal-mask thread per
+// signal, on the way from the command's exit to the run's report of it).
 type NestedLauncher struct {
 	program        *launcherExec // which launcher (launcherCommand)
 	cmd            *exec.Cmd
@@ -543,7 +546,6 @@ func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
 func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
 
 func (l *NestedLauncher) release() {
-	signal.Stop(l.sigs)
 	l.specW.Close()
 	l.statusR.Close()
 	if l.program != nil {
