@@ -84,6 +84,33 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 			}
 		}
 	}()
+	// The client hears how the session ended as soon as it has settled
+	// (every record of it in the audit log, its group and registry entry
+	// gone: RunOptions.Settled), or when Run fails before that; the
+	// session is released afterwards, in the daemon.
+	var reportOnce sync.Once
+	report := func(code int, err error) {
+		reportOnce.Do(func() {
+			close(finished)
+			mu.Lock()
+			sid := id
+			mu.Unlock()
+			s.forget(sid)
+			if err != nil {
+				f := session.FailureOf(err)
+				if f.Code == ExitNoBoundary {
+					s.refusedStart(f.Layer) // observe_linux.go
+					if rem := doctor.RefusalRemedy(err); rem != "" {
+						f.Message += "\n" + strings.TrimRight(rem, "\n")
+					}
+				}
+				es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
+				return
+			}
+			es.send(Event{Event: "exit", Session: sid, Code: code})
+			tm.Mark("exit sent")
+		})
+	}
 	// A command of the session may run nested sessions (nest_linux.go).
 	code, err := s.enf.host.RunNesting(r.Context(), session.RunOptions{
 		Policy: c, Argv: req.Argv, Env: session.UserEnv(req.Env, &session.EnvUser{Home: u.HomeDir, Name: u.Username}), Dir: req.Dir,
@@ -91,26 +118,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		OnStart: onStart, Timing: tm,
+		OnStart: onStart, Settled: report, Timing: tm,
 	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
-	close(finished)
-	mu.Lock()
-	sid := id
-	mu.Unlock()
-	s.forget(sid)
-	if err != nil {
-		f := session.FailureOf(err)
-		if f.Code == ExitNoBoundary {
-			s.refusedStart(f.Layer) // observe_linux.go
-			if rem := doctor.RefusalRemedy(err); rem != "" {
-				f.Message += "\n" + strings.TrimRight(rem, "\n")
-			}
-		}
-		es.send(Event{Event: "error", Session: sid, Code: f.Code, Layer: f.Layer, Message: f.Message})
-		return
-	}
-	es.send(Event{Event: "exit", Session: sid, Code: code})
-	tm.Mark("exit sent")
+	report(code, err)
 }
 
 // timing is the phase recorder of a run request that arrived at arrived:

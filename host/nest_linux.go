@@ -131,6 +131,16 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 			onStart(info)
 		}
 	}
+	// The session's end killed the nested sessions' processes too (their
+	// groups lie below its own): whoever is told it ended is told once
+	// they have settled as well.
+	settled := opts.Settled
+	opts.Settled = func(code int, err error) {
+		srv.settleChildren()
+		if settled != nil {
+			settled(code, err)
+		}
+	}
 	opts.Plan = plan
 	opts.Layers = append(h.Layers(plan), opts.Layers...)
 	return session.Run(ctx, opts)
@@ -158,14 +168,22 @@ type nestServer struct {
 }
 
 type nestChild struct {
-	once sync.Once
-	n    *session.Nested
-	recs []audit.Record
+	settled, released sync.Once
+	n                 *session.Nested
+	recs              []audit.Record
 }
 
-func (c *nestChild) finish(code int, err error) []audit.Record {
-	c.once.Do(func() { c.recs = c.n.Finish(code, err) })
+// settle settles the child once (the end its nested run reported, or the
+// parent's end, whichever comes first) and returns its refusals.
+func (c *nestChild) settle(code int, err error) []audit.Record {
+	c.settled.Do(func() { c.recs = c.n.Settle(code, err) })
 	return c.recs
+}
+
+// finish settles the child unless that was done, and releases it.
+func (c *nestChild) finish(code int, err error) {
+	c.settle(code, err)
+	c.released.Do(c.n.Release)
 }
 
 func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestOptions) (*nestServer, error) {
@@ -267,18 +285,34 @@ func (s *nestServer) start(info session.SessionInfo) {
 	}()
 }
 
-// close stops serving and ends every child still running (the session's
-// end killed their processes already: they are below its group).
-func (s *nestServer) close() {
-	s.ln.Close()
+// served are the nested sessions being served now.
+func (s *nestServer) served() []*nestChild {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	children := make([]*nestChild, 0, len(s.children))
 	for _, c := range s.children {
 		children = append(children, c)
 	}
-	s.mu.Unlock()
-	for _, c := range children {
-		c.finish(-1, errors.New("the parent session ended"))
+	return children
+}
+
+// errParentEnded is how a nested session ends that its nested run did not
+// report the end of.
+var errParentEnded = errors.New("the parent session ended")
+
+// settleChildren settles every child still served (the session's end
+// killed their processes already: they are below its group).
+func (s *nestServer) settleChildren() {
+	for _, c := range s.served() {
+		c.settle(-1, errParentEnded)
+	}
+}
+
+// close stops serving and ends every child still served.
+func (s *nestServer) close() {
+	s.ln.Close()
+	for _, c := range s.served() {
+		c.finish(-1, errParentEnded)
 	}
 	// A nested run still connected has lost its session: its end is
 	// its answer.
@@ -493,11 +527,15 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 			break
 		}
 	}
-	recs := c.finish(code, runErr)
-	tm.Mark("nested: finished")
+	// The nested run is answered once the child has settled (its
+	// records, session_stop last, are in the log), and the child is
+	// released afterwards.
+	recs := c.settle(code, runErr)
 	if runErr == nil {
 		enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Records: recs})
+		tm.Mark("nested: answered")
 	}
+	c.finish(code, runErr)
 }
 
 // NestSocket is the supervisor socket named in env, "" without one.

@@ -33,7 +33,9 @@ type auditor struct {
 	auditSession atomic.Int64
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
-	stop         *audit.Record // session_stop, written last by close
+	// settled is set once settle has run: the session's records are
+	// complete in the log.
+	settled bool
 	// startNote is said once more in session_start's message (the agent
 	// tier warning: sharedTierNote).
 	startNote string
@@ -189,14 +191,14 @@ func (a *auditor) sessionStart(e *Entry) {
 	})
 }
 
-func (a *auditor) sessionStop(e *Entry, code int, err error) {
+// stopRecord is the session_stop record of the session of e, which
+// ended with code (or err).
+func stopRecord(e *Entry, code int, err error) *audit.Record {
 	msg := fmt.Sprintf("session %s ended: exit status %d", e.ID, code)
 	if err != nil {
 		msg = fmt.Sprintf("session %s ended: %v", e.ID, err)
 	}
-	// Written by close, after the kernel's last refusals: session_stop is
-	// the session's last record.
-	a.stop = &audit.Record{
+	return &audit.Record{
 		Timestamp: time.Now(),
 		Message:   msg,
 		Process:   &audit.Process{PID: e.PID},
@@ -207,28 +209,44 @@ func (a *auditor) sessionStop(e *Entry, code int, err error) {
 }
 
 // endKernelAudit starts the kernel audit drain (Reader.Run's marker) once
-// the session's processes are gone; close waits for it to finish.
+// the session's processes are gone; settle waits for it to finish.
 func (a *auditor) endKernelAudit() {
 	if a.cancel != nil {
 		a.cancel()
 	}
 }
 
-// close collects the kernel's last records, then closes everything. It is
-// called once the session's processes are gone, so every refusal they made
-// is already queued in the kernel: cancelling makes the reader drain the
-// kernel backlog and its socket (a flood can leave thousands of records in
-// flight) rather than stop, and any it cannot read in time is written as an
-// events_lost record.
-func (a *auditor) close() {
+// settle completes the session's records. It is called once the
+// session's processes are gone, so every refusal they made is already
+// queued in the kernel: cancelling makes the reader drain the kernel
+// backlog and its socket (a flood can leave thousands of records in
+// flight) rather than stop, and any it cannot read in time is written as
+// an events_lost record. Then stop (session_stop; nil when the session
+// never started) is written, the session's last record, which the sink
+// syncs at once: from then on the log holds every record of the session,
+// durably. The other writers (the layers, the name checks) are done
+// before settle is called.
+func (a *auditor) settle(stop *audit.Record) {
+	if a.settled {
+		return
+	}
+	a.settled = true
 	if a.reader != nil {
 		a.cancel()
 		a.wg.Wait()
-		a.reader.Close()
 	}
 	a.release()
-	if a.stop != nil {
-		a.write(*a.stop)
+	if stop != nil {
+		a.write(*stop)
+	}
+}
+
+// close releases the kernel audit feed and the sink, settling first when
+// settle was not called (a session that failed to start).
+func (a *auditor) close() {
+	a.settle(nil)
+	if a.reader != nil {
+		a.reader.Close()
 	}
 	if a.sink != nil {
 		if err := a.sink.Close(); err != nil {

@@ -257,9 +257,11 @@ func (l *launched) abort() {
 // spec.ExecGate is set, the launcher stops after building its mount
 // namespace; activate applies the gated layers then, and the launcher
 // goes on (drops privileges, applies Landlock, execs) only once it
-// succeeded, so nothing of the command runs without them.
+// succeeded, so nothing of the command runs without them. The caller
+// releases l once the session has settled (runEnd.release): its signal
+// relay no longer forwards anything, and undoing it waits for the
+// runtime (signal.Stop).
 func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, entry *Entry, aud *auditor, activate func() error) (int, error) {
-	defer l.release()
 	tm := opts.Timing
 	cmd := l.cmd
 	_, werr := l.specW.Write(specBytes(spec))

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"os"
+	"sync"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/planner"
@@ -98,13 +99,19 @@ type SessionLayer interface {
 }
 
 // applyLayers applies layers in order; on failure it tears down those
-// already applied and returns a *BoundaryError.
+// already applied and returns a *BoundaryError. The returned function
+// tears them all down, side by side: the layers share nothing but the
+// ring buffer whose reports each of them drains first, a round trip to
+// its reader that one layer need not wait out before the next starts
+// its own.
 func applyLayers(ctx context.Context, layers []SessionLayer, s SessionInfo) (func(context.Context), error) {
 	var teardowns []func(context.Context) error
 	undo := func(ctx context.Context) {
-		for i := len(teardowns) - 1; i >= 0; i-- {
-			teardowns[i](ctx)
+		var wg sync.WaitGroup
+		for _, td := range teardowns {
+			wg.Go(func() { td(ctx) })
 		}
+		wg.Wait()
 	}
 	for _, l := range layers {
 		td, err := l.Apply(ctx, s)

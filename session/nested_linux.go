@@ -147,7 +147,7 @@ func ReserveNested(parent SessionInfo, cfg cgroup.Config, launcher int) (*Nested
 // programs judge it by the child's rules. Only a process of the parent's
 // own group is moved (a process of another nested session is not the
 // caller's to move), so the move only ever tightens. The nested run
-// itself stays in the parent's group: Finish kills only the command's
+// itself stays in the parent's group: Settle kills only the command's
 // processes, and the run lives to print the child's refusals.
 func (g *NestedGroup) admit(mount, parentPath string, pid int) error {
 	fail := func(err error) error {
@@ -301,7 +301,7 @@ func nestedConfig(cfg cgroup.Config, parentPath string) (cgroup.Config, error) {
 
 // openAuditor opens the child's own audit sink: every record written
 // through it names the parent, and the child's refusals are kept for
-// Finish to hand back (the reason the caller reads instead of EACCES).
+// Settle to hand back (the reason the caller reads instead of EACCES).
 func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn}
 	// The child shares its parent's kernel audit session (its launcher
@@ -402,14 +402,30 @@ func (n *Nested) Started(pid int) error {
 	return nil
 }
 
-// Finish ends the child: whatever is left in its group is killed, the
-// group removed, its layers' rules dropped, its kernel audit records
-// drained and session_stop written. It returns the child's refusals.
-func (n *Nested) Finish(code int, err error) []audit.Record {
+// Settle ends the child, which ended with code (or err): whatever is
+// left in its group is killed and the group removed, its kernel audit
+// records and its layers' reports drained and their rules dropped, and
+// session_stop written and synced. From then on the audit log holds every
+// record of the child. It returns the child's refusals, for the nested
+// run's answer; Release, after that answer, frees the rest.
+func (n *Nested) Settle(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
 	g := n.g
-	g.Discard(warn)
-	n.tm.Mark("nested: group killed and removed")
+	g.Admitted() // done with the group before it is removed
+	exists := killGroup(n.ID, g.group, warn)
+	// Every process of the child is gone (or was before: the parent's
+	// end, stop): its refusals are queued in the kernel. The kernel audit
+	// drain, the removal of the group and the layers' drains run side
+	// by side.
+	n.aud.endKernelAudit()
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		if exists {
+			dropGroup(n.ID, g.group, warn)
+		}
+	}()
+	n.tm.Mark("nested: group killed")
 	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.undo(tctx)
 	cancel()
@@ -418,26 +434,50 @@ func (n *Nested) Finish(code int, err error) []audit.Record {
 		// The layers handed over every report: the end's check.
 		n.created.Close()
 	}
-	n.aud.sessionStop(&n.entry, code, err)
-	if n.aud.stop != nil {
-		n.aud.stop.Ox.ParentSession = n.Parent
-	}
-	n.aud.close()
+	<-removed
+	stop := stopRecord(&n.entry, code, err)
+	stop.Ox.ParentSession = n.Parent
+	n.aud.settle(stop)
 	n.tm.Mark("nested: audit closed")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]audit.Record(nil), n.denials...)
 }
 
+// Release frees what the settled child still holds in this process: its
+// kernel audit feed and its audit sink.
+func (n *Nested) Release() {
+	n.aud.close()
+	n.tm.Mark("nested: released")
+}
+
+// removeGroup kills what is left in a nested session's group and
+// removes it.
 func removeGroup(id string, group *cgroup.Group, warn io.Writer) {
+	if killGroup(id, group, warn) {
+		dropGroup(id, group, warn)
+	}
+}
+
+// killGroup kills every process left in a nested session's group and
+// waits until it is empty; false when the group is gone already (the
+// parent's end, stop, removed it).
+func killGroup(id string, group *cgroup.Group, warn io.Writer) bool {
+	if _, err := os.Stat(group.Path); err != nil {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := os.Stat(group.Path); err != nil {
-		return // the parent's end (stop, cgroup.kill) removed it
-	}
 	if err := group.Kill(ctx); err != nil {
 		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
+	return true
+}
+
+// dropGroup removes a nested session's emptied group.
+func dropGroup(id string, group *cgroup.Group, warn io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if err := group.Remove(ctx); err != nil {
 		fmt.Fprintf(warn, "oxsupervise: nested session %s: %v\n", id, err)
 	}
@@ -450,7 +490,10 @@ func removeGroup(id string, group *cgroup.Group, warn io.Writer) {
 // group (NestedOptions.Launcher). That move waits for an RCU grace period
 // (cgroup_threadgroup_rwsem taken for write, ~10 ms); the launcher's own
 // start overlaps it instead of following it. Run or Abort ends it, on the
-// goroutine that started it.
+// goroutine that started it. The nested run exits once its session has
+// ended: the relay of its signals to the command is left to that exit
+// (signal.Stop is a round trip to the runtime's signal-mask thread per
+// signal, on the way from the command's exit to the run's report of it).
 type NestedLauncher struct {
 	program        *launcherExec // which launcher (launcherCommand)
 	cmd            *exec.Cmd
@@ -503,7 +546,6 @@ func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
 func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
 
 func (l *NestedLauncher) release() {
-	signal.Stop(l.sigs)
 	l.specW.Close()
 	l.statusR.Close()
 	if l.program != nil {

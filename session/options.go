@@ -61,6 +61,19 @@ type RunOptions struct {
 	// place, and before the command's first instruction: how a
 	// supervisor (the daemon) learns the id of the session it waits for.
 	OnStart func(SessionInfo)
+	// Settled, when set, is called once with what Run returns as soon as
+	// the session has settled: its processes are gone, its group and
+	// registry entry removed, and every record of it (session_stop last)
+	// is in the audit log, synced. What is left of Run then (releasing
+	// the kernel audit feed and the audit sink) is nothing the exit
+	// status waits for: a supervisor that outlives the session (the
+	// daemon) answers its client here. Not called when Run fails before
+	// it launched the command: then nothing was started to settle.
+	Settled func(code int, err error)
+	// ExitAfter says the process exits as soon as Run returns (a
+	// standalone run): what its exit undoes anyway (the launcher's signal
+	// relay) Run does not undo first.
+	ExitAfter bool
 }
 
 // AttachOptions are the inputs of Attach.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -271,88 +270,17 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	tm.Mark("name watch")
 	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
-	removed, emptied := endSession(group, opts.Registry, id)
-	tm.Mark("cgroup killed")
-	if emptied {
-		// Every process of the session is gone, so every refusal it
-		// made is queued in the kernel: the kernel audit drain starts now
-		// and runs while the rest is torn down (aud.close waits for it).
-		aud.endKernelAudit()
+	end := runEnd{
+		id: id, group: group, reg: opts.Registry, aud: aud, entry: &entry, mode: string(opts.Policy.Mode),
+		names: names, create: created, guard: guard, undoEarly: undoLayers, undoGated: undoGated,
+		released: released, launcher: l, exitAfter: opts.ExitAfter, tm: tm, warn: warn,
 	}
-	// The final check of names.
-	names.close()
-	tm.Mark("final check of names")
-	// Nothing of the session runs any more: the layers applied at the
-	// exec gate and those applied before it are undone side by side (each
-	// drains the reports of its programs first, and they share nothing
-	// else).
-	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	gatedUndone := make(chan struct{})
-	go func() {
-		defer close(gatedUndone)
-		undoGated(tctx)
-	}()
-	undoLayers(tctx)
-	<-gatedUndone
-	cancel()
-	// What was attached ahead for a session that never reached its gate.
-	released()
-	tm.Mark("layers undone")
-	removed(warn)
-	tm.Mark("cgroup and registry entry removed")
-	// The layers have handed over every report: the check of the entries
-	// they let the session create.
-	created.close()
-	guard.finish(aud, id, string(opts.Policy.Mode), warn)
-	aud.sessionStop(&entry, code, err)
-	aud.close()
-	tm.Mark("audit closed")
+	end.settle(code, err)
+	if opts.Settled != nil {
+		opts.Settled(code, err)
+	}
+	end.release()
 	return code, err
-}
-
-// cleanupSession kills every process left in the group (setsid and double
-// forks included), removes the group and the registry entry.
-func cleanupSession(group *cgroup.Group, reg Registry, id string, warn io.Writer) {
-	removed, _ := endSession(group, reg, id)
-	removed(warn)
-}
-
-// endSession kills every process left in the group (setsid and double
-// forks included) and returns once the group is empty (emptied; false
-// when the kill failed). Removing the group and the registry entry (a
-// journalled unlink on most hosts) goes on meanwhile, alongside the rest
-// of the teardown; removed waits for it and says on warn what failed.
-func endSession(group *cgroup.Group, reg Registry, id string) (removed func(warn io.Writer), emptied bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	var errs []error
-	if _, err := os.Stat(group.Path); errors.Is(err, fs.ErrNotExist) {
-		// `oxsupervise stop` got there first.
-		cancel()
-		reg.Delete(id)
-		return func(io.Writer) {}, true
-	}
-	emptied = true
-	if err := group.Kill(ctx); err != nil {
-		errs = append(errs, err)
-		emptied = false
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer cancel()
-		if err := group.Remove(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		if err := reg.Delete(id); err != nil {
-			errs = append(errs, err)
-		}
-	}()
-	return func(warn io.Writer) {
-		<-done
-		for _, err := range errs {
-			fmt.Fprintf(warn, "oxsupervise: session %s: %v\n", id, err)
-		}
-	}, emptied
 }
 
 // execGated is implemented by SessionLayers whose rules would refuse the

@@ -77,6 +77,8 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		// Tests and administrators move the quarantine elsewhere.
 		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 		Timing:        tm,
+		// The CLI exits once the session is done.
+		ExitAfter: true,
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
