@@ -106,6 +106,12 @@ type Answer struct {
 	// directories it was asked about (it did not prune or pick one of
 	// their ancestors), from the file system or from the cache.
 	Entries int
+	// Unread counts the directories the question asked about that could
+	// not be read or looked up (no permission, gone meanwhile): what lies
+	// below them was not considered. With none, the answer is the tree's,
+	// whoever walked it; with some, a walk with other file access may pick
+	// more.
+	Unread int
 	// Err is ErrLimit when the question reached its Limit.
 	Err error
 }
@@ -121,6 +127,8 @@ type Result struct {
 	// DirsRead and DirsCached count the directories whose entries were
 	// read and those whose remembered verdicts were used.
 	DirsRead, DirsCached int
+	// Unread is Answer.Unread of Scan's question (ScanAll: 0).
+	Unread int
 	// DirsPrefetched counts the remembered directories looked up in
 	// parallel before the walk (prefetch.go).
 	DirsPrefetched int
