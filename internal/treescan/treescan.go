@@ -9,7 +9,10 @@
 // One walk answers several questions (ScanAll: the protected entries and
 // the deny-read globs of a workspace), and the lookups of the remembered
 // directories, the whole price of an unchanged tree, are spread over the
-// cores.
+// cores, on threads with the scanner's own file access when it has one
+// (a daemon scanning as a user). A question's Answer says how many
+// directories it could not read, so that a caller with other access knows
+// whether the answer is the tree's or only what that access could see.
 //
 // Why the change time (ctime) and not the modification time: a session may
 // set a directory's mtime back (utimensat is a metadata write inside its
