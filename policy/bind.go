@@ -39,7 +39,9 @@ func (r *Resolved) Bind() (*Compiled, error) {
 	if c.WritableRoots, err = r.bindWritableRoots(c.Mode); err != nil {
 		return nil, err
 	}
-	// The profile's grants are cited once they are bound.
+	// The profile's grants are cited once they are bound (in copies: the
+	// Resolved may be bound again, or read by Unbound).
+	c.Network.Allow = slices.Clone(c.Network.Allow)
 	citeGrants(&c, c.Agent)
 	if c.ReadAccess == ReadAccessRestricted {
 		if c.ReadableRoots, err = r.bindReadableRoots(); err != nil {

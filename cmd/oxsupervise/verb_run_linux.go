@@ -72,6 +72,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		c    *policy.Compiled
 		code int
 	}
+	unbound := res.Unbound() // before the bind starts: nothing of res is read while it runs
 	binding := make(chan bound, 1)
 	go func() {
 		c, code := bindPolicy(s, res)
@@ -81,7 +82,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// Found once for the host, the session group and the kernel audit
 	// feed; where it cannot be, each of them says why.
 	cg, _ := cgroup.Config{}.Resolved()
-	h := openHost(res.Unbound(), cg, unavailable, s.err, tm)
+	h := openHost(unbound, cg, unavailable, s.err, tm)
 	b := <-binding
 	if b.c == nil {
 		closeHost(h, s.err)
