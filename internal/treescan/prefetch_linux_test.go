@@ -94,3 +94,52 @@ func TestPrefetchWithThreadAccess(t *testing.T) {
 		t.Fatalf("second scan as uid %d: nothing prefetched", nobody)
 	}
 }
+
+// TestAdoptTakesTheThreadsAccess: a worker takes exactly the file access
+// of a thread that has its own (fsuid, fsgid, groups, and the effective
+// capabilities setfsuid leaves), so that the prefetch's workers do look up
+// for such a scan rather than leave all of it to the scanning thread.
+func TestAdoptTakesTheThreadsAccess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: setfsuid and setgroups need root")
+	}
+	const nobody, group = 65534, 54323
+	type got struct {
+		a, b   threadAccess
+		ok     bool
+		shared bool
+	}
+	done := make(chan got)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread dies with the goroutine
+		var g got
+		if err := unix.Setgroups([]int{group, 100}); err != nil {
+			done <- g
+			return
+		}
+		unix.Setfsgid(nobody)
+		unix.Setfsuid(nobody)
+		g.shared = accessShared()
+		a, ok := currentAccess()
+		if !ok {
+			done <- g
+			return
+		}
+		g.a = a
+		worker := make(chan struct{})
+		go func() {
+			defer close(worker)
+			g.ok = a.adopt()
+			g.b, _ = currentAccess()
+		}()
+		<-worker
+		done <- g
+	}()
+	g := <-done
+	if g.shared {
+		t.Fatal("a thread with fsuid nobody reported its access as the process's")
+	}
+	if !g.ok || g.b.uid != nobody || g.b.gid != nobody || !slices.Equal(g.b.groups, []int{100, group}) || g.b.caps != g.a.caps {
+		t.Fatalf("worker adopted %v: access %+v, want %+v", g.ok, g.b, g.a)
+	}
+}
