@@ -22,7 +22,8 @@ type credential struct {
 // cannot make the daemon read or write, as root, a file they could not.
 // The thread is never given back to the Go scheduler: it exits with the
 // goroutine, so no other goroutine ever runs with the user's identity.
-// fn must not start goroutines that touch the filesystem.
+// fn must not start goroutines that touch the filesystem unless they take
+// this thread's access first (internal/treescan's parallel lookups do).
 func asUser(cred credential, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {

@@ -7,6 +7,19 @@ import (
 	"strings"
 )
 
+// Unbound is the policy as the resolve step compiled it, before Bind:
+// every field that needs no filesystem (mode, network rules, audit,
+// limits), no writable or readable root, no protected or denied entry.
+// It is for the decisions a caller makes while Bind runs (which programs
+// a host loads: planner.Wants); it is not a boundary, and nothing may be
+// enforced from it (ProtectedPathsComplete is false).
+func (r *Resolved) Unbound() *Compiled {
+	c := r.base
+	c.ProtectedPatterns = slices.Clone(r.base.ProtectedPatterns)
+	c.ProtectedPathsComplete = false
+	return &c
+}
+
 // Bind runs the bind step: it resolves every path the policy names to the
 // filesystem entry it is now (symlinks resolved, device and inode
 // recorded), adds /tmp and $TMPDIR to the writable roots when they are
@@ -26,7 +39,9 @@ func (r *Resolved) Bind() (*Compiled, error) {
 	if c.WritableRoots, err = r.bindWritableRoots(c.Mode); err != nil {
 		return nil, err
 	}
-	// The profile's grants are cited once they are bound.
+	// The profile's grants are cited once they are bound (in copies: the
+	// Resolved may be bound again, or read by Unbound).
+	c.Network.Allow = slices.Clone(c.Network.Allow)
 	citeGrants(&c, c.Agent)
 	if c.ReadAccess == ReadAccessRestricted {
 		if c.ReadableRoots, err = r.bindReadableRoots(); err != nil {

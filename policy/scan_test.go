@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,5 +78,44 @@ func TestScanCacheSeesNewProtectedEntries(t *testing.T) {
 	}
 	if !slices.Equal(cached, full) {
 		t.Fatalf("cached bind found %v, a bind without the cache %v", cached, full)
+	}
+}
+
+// TestUnboundIsNoBoundary: the policy before Bind has the resolve step's
+// decisions (mode, network, audit) and no filesystem anchor, is marked
+// incomplete, and does not change while Bind runs, however often.
+func TestUnboundIsNoBoundary(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, "ws/.claude/settings.json", "{}")
+	r, _, err := Resolve(LoadOptions{ManagedDir: f.managed, Home: f.home, Workspace: f.ws, Env: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := r.Unbound()
+	if len(u.WritableRoots) != 0 || len(u.ProtectedPaths) != 0 || len(u.DenyRead) != 0 || u.ProtectedPathsComplete {
+		t.Fatalf("unbound policy has anchors (roots %v, protected %v, deny %v) or claims a complete scan (%v)", u.WritableRoots, u.ProtectedPaths, u.DenyRead, u.ProtectedPathsComplete)
+	}
+	before, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c, err := r.Bind()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Mode != u.Mode || c.FilesystemRules != u.FilesystemRules || c.Audit != u.Audit || c.Network.Policy != u.Network.Policy {
+			t.Fatalf("bind %d: mode %s, rules %v, audit %+v, network %s; unbound %s, %v, %+v, %s", i, c.Mode, c.FilesystemRules, c.Audit, c.Network.Policy, u.Mode, u.FilesystemRules, u.Audit, u.Network.Policy)
+		}
+		if len(c.ProtectedPaths) == 0 {
+			t.Fatalf("bind %d found no protected entry", i)
+		}
+		after, err := json.Marshal(r.Unbound())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(after) != string(before) {
+			t.Fatalf("bind %d changed the resolved policy:\n%s\nwas\n%s", i, after, before)
+		}
 	}
 }

@@ -19,19 +19,23 @@ const MaxGlobWalk = 200_000
 type boundGlob struct {
 	glob    NameGlob
 	matches []string
-	// uid is the file-access uid the walk ran with: a caller with other
-	// access (the daemon as root after a bind as the user) walks again,
-	// since a directory the one cannot read may be readable to the other.
-	uid int
+	// uid is the file-access uid the walk ran with, and complete whether
+	// it read every directory it was asked about. A complete walk found
+	// what the tree holds, whoever walked it; an incomplete one is only
+	// handed to a caller with the same access: a caller with other access
+	// (the daemon as root after a bind as the user) walks again, since a
+	// directory the one cannot read may be readable to the other.
+	uid      int
+	complete bool
 }
 
 // BoundGlobMatches returns the existing entries matching g that the bind
-// step found, in the same walk as the protected entries, when it walked
-// g's directory with the file access the caller has now; ok is false when
-// it did not (the caller walks with ScanGlob).
+// step found, in the same walk as the protected entries, when that walk
+// read every directory below g's or ran with the file access the caller
+// has now; ok is false otherwise (the caller walks with ScanGlob).
 func (c *Compiled) BoundGlobMatches(g NameGlob) (matches []string, ok bool) {
 	for _, b := range c.boundGlobs {
-		if sameGlob(b.glob, g) && b.uid == treescan.FileUID() {
+		if sameGlob(b.glob, g) && (b.complete || b.uid == treescan.FileUID()) {
 			return slices.Clone(b.matches), true
 		}
 	}
@@ -113,5 +117,5 @@ func (s *scanner) bindGlob(g NameGlob, a treescan.Answer) {
 	if a.Err != nil {
 		return
 	}
-	s.c.boundGlobs = append(s.c.boundGlobs, boundGlob{glob: g, matches: entryPaths(a.Picked), uid: treescan.FileUID()})
+	s.c.boundGlobs = append(s.c.boundGlobs, boundGlob{glob: g, matches: entryPaths(a.Picked), uid: treescan.FileUID(), complete: a.Unread == 0})
 }

@@ -93,6 +93,16 @@ func targetEnv(t *target) []string {
 // attach): its agent profile is detected from argv, and the profile's
 // missing state entries are created for t.
 func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.Compiled, error) {
+	r, err := resolvePolicy(s, f, t, argv)
+	if err != nil {
+		return nil, err
+	}
+	return r.Bind()
+}
+
+// resolvePolicy is loadPolicy's resolve step (policy.Resolve), for a
+// caller that binds the result itself.
+func resolvePolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.Resolved, error) {
 	ws := f.Workspace
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -111,7 +121,7 @@ func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.C
 	if argv != nil {
 		owner = &policy.AgentOwner{UID: t.uid, GID: t.gid}
 	}
-	c, _, err := policy.Load(policy.LoadOptions{
+	r, _, err := policy.Resolve(policy.LoadOptions{
 		Home:       t.home,
 		Workspace:  ws,
 		Flags:      f,
@@ -120,7 +130,7 @@ func loadPolicy(s streams, f *policy.Flags, t *target, argv []string) (*policy.C
 		Argv:       argv,
 		AgentState: owner,
 	})
-	return c, err
+	return r, err
 }
 
 func cmdRun(ctx context.Context, s streams, args []string) int {
@@ -153,12 +163,25 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 // the steps every OS's runCommand starts with. A nil policy means the
 // caller must return code; the reason has been printed.
 func prepareRun(s streams, r runRequest, user string) (t *target, c *policy.Compiled, wd string, code int) {
+	t, res, wd, code := prepareResolved(s, r, user)
+	if res == nil {
+		return nil, nil, "", code
+	}
+	if c, code = bindPolicy(s, res); c == nil {
+		return nil, nil, "", code
+	}
+	return t, c, wd, exitOK
+}
+
+// prepareResolved is prepareRun up to the policy's resolve step; the
+// caller binds it (bindPolicy), possibly while it does other work.
+func prepareResolved(s streams, r runRequest, user string) (t *target, res *policy.Resolved, wd string, code int) {
 	t, err := resolveTarget(user)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: %v\n", err)
 		return nil, nil, "", exitUsage
 	}
-	c, err = loadPolicy(s, r.flags, t, r.argv)
+	res, err = resolvePolicy(s, r.flags, t, r.argv)
 	if err != nil {
 		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
 		return nil, nil, "", exitUsage
@@ -168,7 +191,18 @@ func prepareRun(s streams, r runRequest, user string) (t *target, c *policy.Comp
 		fmt.Fprintf(s.err, "oxsupervise run: current directory: %v\n", err)
 		return nil, nil, "", exitFail
 	}
-	return t, c, wd, exitOK
+	return t, res, wd, exitOK
+}
+
+// bindPolicy binds res; a nil policy means the caller must return code
+// (the reason has been printed).
+func bindPolicy(s streams, res *policy.Resolved) (*policy.Compiled, int) {
+	c, err := res.Bind()
+	if err != nil {
+		fmt.Fprintf(s.err, "oxsupervise run: policy: %v\n", err)
+		return nil, exitUsage
+	}
+	return c, exitOK
 }
 
 // runRequest is what cmdRun parsed; runCommand (one per OS) builds the

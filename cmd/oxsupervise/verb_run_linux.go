@@ -19,6 +19,7 @@ import (
 	// but build the boundary and exec.
 	_ "github.com/openoxide/oxsupervise/internal/launchfirst"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
+	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
 
@@ -58,16 +59,37 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	laxGC()
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
-	t, c, wd, failed := prepareRun(s, r, r.user)
-	if c == nil {
+	t, res, wd, failed := prepareResolved(s, r, r.user)
+	if res == nil {
 		return failed
 	}
-	tm.Mark("policy")
+	tm.Mark("policy resolved")
+	// The bind step scans the writable roots for protected entries (in a
+	// large workspace, one lstat per directory); the host's open needs only
+	// what the resolve step decided (which programs to load), so the two
+	// overlap, and the session is built only from the bound policy.
+	type bound struct {
+		c    *policy.Compiled
+		code int
+	}
+	unbound := res.Unbound() // before the bind starts: nothing of res is read while it runs
+	binding := make(chan bound, 1)
+	go func() {
+		c, code := bindPolicy(s, res)
+		binding <- bound{c, code}
+	}()
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	// Found once for the host, the session group and the kernel audit
 	// feed; where it cannot be, each of them says why.
 	cg, _ := cgroup.Config{}.Resolved()
-	h := openHost(c, cg, unavailable, s.err, tm)
+	h := openHost(unbound, cg, unavailable, s.err, tm)
+	b := <-binding
+	if b.c == nil {
+		closeHost(h, s.err)
+		return b.code
+	}
+	c := b.c
+	tm.Mark("policy bound")
 	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg,
 		UID: t.uid, GID: t.gid, Groups: t.groups,

@@ -69,13 +69,13 @@ func TestUnreadableDirectoryNotRemembered(t *testing.T) {
 		}
 		return res
 	}
-	if got := rels(scan(nil).Picked); len(got) != 0 {
-		t.Fatalf("without the group, uid %d picked %v in a directory it cannot read", nobody, got)
+	if res := scan(nil); len(res.Picked) != 0 || res.Unread != 1 {
+		t.Fatalf("without the group, uid %d picked %v in a directory it cannot read, %d directories unread (want 1)", nobody, rels(res.Picked), res.Unread)
 	}
 	for i := range 2 {
 		res := scan([]int{group})
-		if got, want := rels(res.Picked), []string{"private/AGENTS.md", "private/deep/.claude"}; !slices.Equal(got, want) {
-			t.Fatalf("scan %d with the group: picked %v (read %d, cached %d), want %v", i, got, res.DirsRead, res.DirsCached, want)
+		if got, want := rels(res.Picked), []string{"private/AGENTS.md", "private/deep/.claude"}; !slices.Equal(got, want) || res.Unread != 0 {
+			t.Fatalf("scan %d with the group: picked %v (read %d, cached %d, unread %d), want %v and none unread", i, got, res.DirsRead, res.DirsCached, res.Unread, want)
 		}
 		if i == 1 && res.DirsCached == 0 {
 			t.Fatalf("scan %d with the group used no cache (%q)", i, res.CacheUnused)

@@ -48,3 +48,11 @@ func (a statAt) lstatDir(rel string) (dirID, error) {
 }
 
 func accessShared() bool { return true }
+
+// threadAccess is a thread's own file access, which this OS does not
+// have (accessShared).
+type threadAccess struct{}
+
+func currentAccess() (threadAccess, bool) { return threadAccess{}, false }
+
+func (threadAccess) adopt() bool { return false }

@@ -66,13 +66,25 @@ const prefetchChunk = 32
 // read, as the walk itself would: a directory that changed since is
 // noticed by its ctime and read after its lookup, and one that changes
 // after its lookup is the same race as in a walk that looks it up later.
-// A thread scanning with its own file access (accessShared) looks up
-// alone: other threads would look up with another's.
+// A thread scanning with its own file access (a daemon scanning for a
+// user: accessShared is false) has its workers take that access on
+// threads of their own first (threadAccess.adopt): a lookup with another
+// access could fail where the scanner's succeeds and hide a directory
+// from the walk. A worker that cannot take it exactly leaves its share to
+// the others.
 func (s *scan) prefetch() {
 	r := s.prev
 	workers := min(runtime.GOMAXPROCS(0), 8)
-	if r == nil || len(r.dirs) < minPrefetch || workers < 2 || !accessShared() {
+	if r == nil || len(r.dirs) < minPrefetch || workers < 2 {
 		return
+	}
+	var own *threadAccess
+	if !accessShared() {
+		a, ok := currentAccess()
+		if !ok {
+			return
+		}
+		own = &a
 	}
 	// Workers claim chunks as they go, so a thread the scheduler holds
 	// back leaves its share to the others instead of the walk waiting
@@ -98,6 +110,9 @@ func (s *scan) prefetch() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if own != nil && !own.adopt() {
+				return
+			}
 			work()
 		}()
 	}

@@ -9,7 +9,10 @@
 // One walk answers several questions (ScanAll: the protected entries and
 // the deny-read globs of a workspace), and the lookups of the remembered
 // directories, the whole price of an unchanged tree, are spread over the
-// cores.
+// cores, on threads with the scanner's own file access when it has one
+// (a daemon scanning as a user). A question's Answer says how many
+// directories it could not read, so that a caller with other access knows
+// whether the answer is the tree's or only what that access could see.
 //
 // Why the change time (ctime) and not the modification time: a session may
 // set a directory's mtime back (utimensat is a metadata write inside its
@@ -106,6 +109,12 @@ type Answer struct {
 	// directories it was asked about (it did not prune or pick one of
 	// their ancestors), from the file system or from the cache.
 	Entries int
+	// Unread counts the directories the question asked about that could
+	// not be read or looked up (no permission, gone meanwhile): what lies
+	// below them was not considered. With none, the answer is the tree's,
+	// whoever walked it; with some, a walk with other file access may pick
+	// more.
+	Unread int
 	// Err is ErrLimit when the question reached its Limit.
 	Err error
 }
@@ -121,6 +130,8 @@ type Result struct {
 	// DirsRead and DirsCached count the directories whose entries were
 	// read and those whose remembered verdicts were used.
 	DirsRead, DirsCached int
+	// Unread is Answer.Unread of Scan's question (ScanAll: 0).
+	Unread int
 	// DirsPrefetched counts the remembered directories looked up in
 	// parallel before the walk (prefetch.go).
 	DirsPrefetched int

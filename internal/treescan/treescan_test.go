@@ -131,6 +131,21 @@ func TestCachedScanSeesEveryChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 2},
+		{"directory replaced by another holding a pick", func(t *testing.T, root string) {
+			// A remembered directory's path now names another directory
+			// (another inode): its record must not be used for it.
+			write(t, root, "staging/c.go", "staging/vendored/.git/config")
+			er := filepath.Join(root, "src/deep/er")
+			if err := os.RemoveAll(er); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(root, "staging"), er); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(filepath.Join(root, "src/deep"), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}, 4},
 		{"new subdirectory holding a pick", func(t *testing.T, root string) { write(t, root, "new/x/y/AGENTS.md") }, 4},
 		{"pick removed", func(t *testing.T, root string) {
 			if err := os.Remove(filepath.Join(root, "src/deep/er/AGENTS.md")); err != nil {

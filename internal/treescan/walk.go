@@ -27,7 +27,7 @@ func Scan(root string, opts Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Picked, res.Entries = answers[0].Picked, answers[0].Entries
+	res.Picked, res.Entries, res.Unread = answers[0].Picked, answers[0].Entries, answers[0].Unread
 	return res, answers[0].Err
 }
 
@@ -178,11 +178,16 @@ func (s *scan) dir(rel string, i int, id dirID, asked questionSet) error {
 		s.res.DirsCached++
 	} else {
 		var err error
-		rec, err = s.read(rel, id)
+		var ok bool
+		rec, ok, err = s.read(rel, id)
 		if err != nil {
 			return err
 		}
 		s.res.DirsRead++
+		if !ok {
+			s.unread(asked)
+			return nil
+		}
 	}
 	if rec.Dev == id.dev && rec.Ino == id.ino && rec.Ctime == id.ctime && id.ctime != 0 && id.dev == s.rootDev && id.ctime < s.notAfter {
 		if cached {
@@ -237,7 +242,10 @@ func (s *scan) dir(rel string, i int, id dirID, asked questionSet) error {
 		}
 		sub, at, err := s.lookup(r)
 		if err != nil {
-			continue // gone or replaced by a non-directory since its parent was read
+			// Gone or replaced by a non-directory since its parent was
+			// read, or not searchable.
+			s.unread(descend)
+			continue
 		}
 		if err := s.dir(r, at, sub, descend); err != nil {
 			return err
@@ -246,34 +254,44 @@ func (s *scan) dir(rel string, i int, id dirID, asked questionSet) error {
 	return nil
 }
 
-// read lists the directory and classifies its entries for every question.
-// A directory that cannot be read is skipped and not remembered: whether
-// it can be read may change without its ctime changing (the scanner's
-// groups, a transient error), and what it holds must then be found.
-func (s *scan) read(rel string, id dirID) (dirRecord, error) {
-	unread := dirRecord{Rel: rel, Dev: id.dev, Ino: id.ino} // no ctime: never remembered
+// unread counts a directory that could not be read or looked up for the
+// questions in asked.
+func (s *scan) unread(asked questionSet) {
+	for i := range s.answers {
+		if asked&(1<<i) != 0 {
+			s.answers[i].Unread++
+		}
+	}
+}
+
+// read lists the directory and classifies its entries for every question;
+// ok is false when it cannot be read. Such a directory is skipped and not
+// remembered: whether it can be read may change without its ctime
+// changing (the scanner's groups, a transient error), and what it holds
+// must then be found.
+func (s *scan) read(rel string, id dirID) (rec dirRecord, ok bool, err error) {
 	f, err := s.at.openDir(rel)
 	if err != nil {
 		if rel == "" {
-			return dirRecord{}, fmt.Errorf("treescan: read %s: %w", s.root, err)
+			return dirRecord{}, false, fmt.Errorf("treescan: read %s: %w", s.root, err)
 		}
-		return unread, nil
+		return dirRecord{}, false, nil
 	}
 	defer f.Close()
 	// The record is of the directory read, which is the one the lookup
 	// saw only if its identity and ctime are the same (dir remembers it
 	// only then): a directory renamed into place in between is read, not
 	// remembered under the other's identity.
-	rec := dirRecord{Rel: rel}
+	rec = dirRecord{Rel: rel}
 	if fi, err := f.Stat(); err == nil {
 		rec.Dev, rec.Ino, rec.Ctime = idOf(fi)
 	}
 	ents, err := f.ReadDir(-1)
 	if err != nil {
 		if rel == "" {
-			return dirRecord{}, fmt.Errorf("treescan: read %s: %w", s.root, err)
+			return dirRecord{}, false, fmt.Errorf("treescan: read %s: %w", s.root, err)
 		}
-		return unread, nil
+		return dirRecord{}, false, nil
 	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	rec.Count = len(ents)
@@ -294,7 +312,7 @@ func (s *scan) read(rel string, id dirID) (dirRecord, error) {
 			rec.Entries = append(rec.Entries, recEntry{Name: e.Name(), Type: typ, Verdicts: slices.Clone(verdicts)})
 		}
 	}
-	return rec, nil
+	return rec, true, nil
 }
 
 func join(rel, name string) string {
