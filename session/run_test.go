@@ -343,7 +343,7 @@ func TestRunDebugTiming(t *testing.T) {
 			phases = append(phases, strings.TrimSpace(rest[:strings.Index(rest, "  ")]))
 		}
 	}
-	want := []string{"policy", "launcher started", "command executed", "command exited", "audit closed", "host closed"}
+	want := []string{"policy resolved", "policy bound", "launcher started", "command executed", "command exited", "audit closed", "host closed"}
 	i := 0
 	for _, p := range phases {
 		if i < len(want) && p == want[i] {
