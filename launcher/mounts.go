@@ -33,10 +33,11 @@ type MountPlan struct {
 	// PrivateShm puts a tmpfs of the session's own on /dev/shm (see
 	// landlock.PlanMounts); ShmReadOnly makes it read-only (read-only mode). The
 	// tmpfs is NewPrivateShm's, made by the supervisor: ShmFD is its
-	// descriptor in the process that applies the plan.
+	// descriptor in the process that applies the plan (the launcher's:
+	// it came with the spec, SendSpec).
 	PrivateShm  bool `json:"private_shm,omitempty"`
 	ShmReadOnly bool `json:"shm_read_only,omitempty"`
-	ShmFD       int  `json:"shm_fd,omitempty"`
+	ShmFD       int  `json:"-"`
 }
 
 // Inode is an existing path with the identity it had when the plan was

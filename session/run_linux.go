@@ -195,7 +195,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// rest of the session's set-up (the registry entry, with the policy's
 	// digest, among it), and nothing of the command runs before that is
 	// done.
-	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0, shm)
+	l, err := startLauncher(opts, group, plan.NetNS)
 	if err != nil {
 		cleanupSession(group, opts.Registry, id, warn)
 		return 0, err
@@ -265,11 +265,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
-	spec.Mounts.ShmFD = l.shmFD
 	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	tm.Mark("name watch")
-	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
+	code, err := l.run(ctx, opts, spec, shm, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	removed, emptied := endSession(group, opts.Registry, id)
 	tm.Mark("cgroup killed")
