@@ -171,7 +171,8 @@ func OpenSession(cfg Config, id string) (*Group, error) {
 	return g, nil
 }
 
-// ListSessions returns the ids of the session groups under the parent.
+// ListSessions returns the ids of the session groups under the parent
+// (not the slots waiting for a session: NewSlot).
 func ListSessions(cfg Config) ([]string, error) {
 	mount, parent, err := cfg.resolve()
 	if err != nil {
@@ -186,7 +187,7 @@ func ListSessions(cfg Config) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && ValidateSessionID(e.Name()) == nil {
+		if e.IsDir() && ValidateSessionID(e.Name()) == nil && !isSlot(filepath.Join(mount, parent, e.Name())) {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -61,6 +61,9 @@ type RunOptions struct {
 	// place, and before the command's first instruction: how a
 	// supervisor (the daemon) learns the id of the session it waits for.
 	OnStart func(SessionInfo)
+	// Slots, when set, may hand Run a session slot made ahead (Slot): its
+	// group and launcher instead of new ones, when it serves the session.
+	Slots Slots
 }
 
 // AttachOptions are the inputs of Attach.
