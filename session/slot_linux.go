@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/signal"
 	"runtime"
 	"sync"
 
@@ -22,7 +23,9 @@ import (
 // that depends on the session: the spec brings the command's stdio and the
 // private /dev/shm (launcher.SendSpec), the session's limits are written
 // when Run claims the slot, and the layers are applied then as for a fresh
-// start. Its group is marked a slot (cgroup.NewSlot): neither
+// start. The signals a session forwards to its command are registered
+// with the slot (so a supervisor with a slot waiting does not die of
+// SIGHUP, SIGUSR1 or SIGUSR2: they are dropped when the slot is claimed). Its group is marked a slot (cgroup.NewSlot): neither
 // cgroup.ListSessions nor List (`oxsupervise ps`) shows it until it is
 // claimed, and it has no registry entry; the launcher dies with its
 // supervisor (parent-death signal), and the next daemon removes the group
@@ -62,6 +65,12 @@ func NewSlot(o SlotOptions) (*Slot, error) {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	s := &Slot{id: id, group: group, opts: o, over: make(chan struct{})}
+	// The signals its session will forward, registered now: the
+	// registration (a round trip to the runtime's signal thread per
+	// signal no channel has yet) is off the request path, and while a
+	// slot waits the session ending before it does not pay for the
+	// deregistration either.
+	sigs := notifySessionSignals()
 	started := make(chan error, 1)
 	go func() {
 		// The launcher's parent-death signal is this thread's: it stays
@@ -76,9 +85,11 @@ func NewSlot(o SlotOptions) (*Slot, error) {
 		}
 	}()
 	if err := <-started; err != nil {
+		signal.Stop(sigs)
 		cleanupSession(group, o.Registry, id, io.Discard)
 		return nil, err
 	}
+	s.l.sigs = sigs
 	s.l.unlock = func() { s.overOnce.Do(func() { close(s.over) }) }
 	return s, nil
 }
@@ -145,12 +156,15 @@ type Slots interface {
 	Claim(opts RunOptions, netns bool) (*Slot, string)
 }
 
-// claimLauncher is Run's start of a session's group and launcher through
+// claim is Run's start of a session's group and launcher through
 // a claimed slot: the session's limits are written now and the signals
 // the session forwards registered. The slot is the session's from here:
 // Run's end removes its group like any other.
 func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
-	s.l.sigs = notifySessionSignals()
+	// Signals that came while the slot waited were not its session's.
+	for len(s.l.sigs) > 0 {
+		<-s.l.sigs
+	}
 	if err := s.group.MarkClaimed(); err != nil {
 		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}

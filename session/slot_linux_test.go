@@ -7,10 +7,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/openoxide/oxsupervise/cgroup"
@@ -245,5 +247,71 @@ func TestSlotThatCannotServeFallsBack(t *testing.T) {
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", procs[0])); err == nil && !strings.Contains(string(stat), ") Z ") {
 		t.Errorf("the slot's launcher %d is alive after Close: %s", procs[0], stat)
+	}
+}
+
+// A signal that reached the supervisor while the slot waited is not its
+// session's: the session claiming the slot does not forward it to its
+// command (which would die of it, or run its trap).
+func TestSlotDropsSignalsFromBeforeItsClaim(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	cgroup2Mount(t)
+	e := newEnv(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
+	sl, err := session.NewSlot(session.SlotOptions{Registry: reg, SelfExe: self, NetNS: true})
+	if err != nil {
+		t.Fatalf("NewSlot: %v", err)
+	}
+	// The slot registered SIGUSR1 for its session: this process lives.
+	// The runtime hands a signal to every channel registered for it in
+	// one pass: once seen here, the slot has it too (a signal still on
+	// its way when the slot is claimed is one that came after).
+	seen := make(chan os.Signal, 1)
+	signal.Notify(seen, syscall.SIGUSR1)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	<-seen
+	signal.Stop(seen)
+	inR, inW, _ := os.Pipe()
+	defer inW.Close()
+	outR, outW, _ := os.Pipe()
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 256)
+		for {
+			n, err := outR.Read(buf)
+			out.Write(buf[:n])
+			if strings.Contains(out.String(), "ready\n") {
+				inW.Close() // the command's read returns: it ends
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var timing bytes.Buffer
+	code, err := session.Run(context.Background(), session.RunOptions{
+		Policy: compiledFor(t, e),
+		Argv:   []string{"sh", "-c", `trap 'echo USR1' USR1; echo ready; read x; echo done`},
+		Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
+		Dir:    e.ws, SelfExe: self, Registry: reg, Slots: &oneSlot{sl: sl},
+		Stdin: inR, Stdout: outW, Stderr: outW, Timing: phasetime.New(&timing),
+	})
+	inR.Close()
+	outW.Close()
+	<-done
+	if !strings.Contains(timing.String(), "slot claimed") {
+		t.Fatalf("the session did not claim the slot:\n%s", timing.String())
+	}
+	if err != nil || code != 0 || out.String() != "ready\ndone\n" {
+		t.Errorf("Run: code %d, %v, output %q; want 0 and ready, done (no SIGUSR1)", code, err, out.String())
 	}
 }
