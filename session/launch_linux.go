@@ -137,9 +137,14 @@ func stepLayer(s launcher.Step) string {
 // signal is the forking thread's.
 func startLauncher(opts RunOptions, group *cgroup.Group, netns bool) (*launched, error) {
 	runtime.LockOSThread()
-	// Register before the child exists so no signal falls between.
-	sigs := notifySessionSignals()
+	// The signals the session forwards are registered while the launcher
+	// starts (a round trip to the runtime's signal thread for each signal
+	// nothing else registered): before it returns, so before the launcher
+	// gets its spec and can run anything.
+	registered := make(chan chan os.Signal, 1)
+	go func() { registered <- notifySessionSignals() }()
 	l, err := forkLauncher(opts.SelfExe, group, netns)
+	sigs := <-registered
 	if err != nil {
 		signal.Stop(sigs)
 		runtime.UnlockOSThread()
@@ -224,9 +229,10 @@ func (l *launched) pid() int { return l.cmd.Process.Pid }
 // release ends what startLauncher (or a Slot and its claim) set up for
 // the launcher's life.
 func (l *launched) release() {
-	if l.sigs != nil {
-		signal.Stop(l.sigs)
-	}
+	// Nothing reads sigs any more; the deregistration (as costly as the
+	// registration when no other channel has the signal) need not be
+	// waited for.
+	go signal.Stop(l.sigs)
 	l.specConn.Close()
 	l.statusR.Close()
 	l.unlock()
