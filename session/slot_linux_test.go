@@ -26,6 +26,17 @@ type oneSlot struct {
 	sl *session.Slot
 }
 
+// close closes the slot unless it was claimed (a test that failed
+// before).
+func (o *oneSlot) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sl != nil {
+		o.sl.Close()
+		o.sl = nil
+	}
+}
+
 func (o *oneSlot) Claim(opts session.RunOptions, netns bool) (*session.Slot, string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -156,7 +167,9 @@ func TestSlotSessionIsAFreshOne(t *testing.T) {
 		t.Fatalf("NewSlot: %v", err)
 	}
 	slotID := sl.ID()
-	claimed := runProbe(t, e, reg, &oneSlot{sl: sl})
+	slots := &oneSlot{sl: sl}
+	t.Cleanup(slots.close)
+	claimed := runProbe(t, e, reg, slots)
 
 	if claimed.id != slotID {
 		t.Errorf("the session through the slot is %s, want the slot's id %s", claimed.id, slotID)
@@ -216,6 +229,7 @@ func TestSlotThatCannotServeFallsBack(t *testing.T) {
 		t.Fatalf("NewSlot: %v", err)
 	}
 	slots := &oneSlot{sl: sl}
+	t.Cleanup(slots.close)
 	pr := runProbe(t, e, reg, slots)
 	if pr.id == sl.ID() || !strings.Contains(pr.timing, "no slot (the session needs a private network namespace, the slot has none): normal start") {
 		t.Errorf("session %s (slot %s), timing:\n%s\nwant a normal start that says why", pr.id, sl.ID(), pr.timing)
@@ -241,7 +255,7 @@ func TestSlotThatCannotServeFallsBack(t *testing.T) {
 	if err != nil || len(procs) != 1 {
 		t.Fatalf("the slot's group holds %v (%v), want its launcher alone", procs, err)
 	}
-	sl.Close()
+	slots.close()
 	if _, err := os.Stat(g.Path); err == nil {
 		t.Errorf("the slot's group %s is left after Close", g.Path)
 	}
@@ -298,11 +312,13 @@ func TestSlotDropsSignalsFromBeforeItsClaim(t *testing.T) {
 		}
 	}()
 	var timing bytes.Buffer
+	slots := &oneSlot{sl: sl}
+	t.Cleanup(slots.close)
 	code, err := session.Run(context.Background(), session.RunOptions{
 		Policy: compiledFor(t, e),
 		Argv:   []string{"sh", "-c", `trap 'echo USR1' USR1; echo ready; read x; echo done`},
 		Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
-		Dir:    e.ws, SelfExe: self, Registry: reg, Slots: &oneSlot{sl: sl},
+		Dir:    e.ws, SelfExe: self, Registry: reg, Slots: slots,
 		Stdin: inR, Stdout: outW, Stderr: outW, Timing: phasetime.New(&timing),
 	})
 	inR.Close()
