@@ -80,18 +80,42 @@ func SendSpec(conn *os.File, spec Spec, d Descriptors) error {
 	return nil
 }
 
-// receiveSpec reads the spec frame from fd and installs the descriptors
-// that came with it: stdin, stdout and stderr on 0, 1 and 2, the private
-// /dev/shm's as Spec.Mounts.ShmFD. A frame that does not decode, or came
-// with other descriptors than the spec asks for, is refused (nothing is
-// installed).
+// receiveSpec reads the spec frame from fd (readSpecFrame) and installs
+// the descriptors that came with it: stdin, stdout and stderr on 0, 1 and
+// 2, the private /dev/shm's as Spec.Mounts.ShmFD.
 func receiveSpec(fd int) (Spec, error) {
-	var got []int
-	closeGot := func() {
-		for _, f := range got {
-			unix.Close(f)
+	spec, got, err := readSpecFrame(fd)
+	if err != nil {
+		return Spec{}, err
+	}
+	for i := 0; i < 3; i++ {
+		// dup3 leaves the copy without close-on-exec: the command's
+		// standard streams.
+		if err := unix.Dup3(got[i], i, 0); err != nil {
+			closeFDs(got)
+			return Spec{}, fmt.Errorf("install the session's descriptor %d: %w", i, err)
 		}
 	}
+	closeFDs(got[:3])
+	if spec.Mounts.PrivateShm {
+		// Close-on-exec (MSG_CMSG_CLOEXEC): the launcher's own.
+		spec.Mounts.ShmFD = got[3]
+	}
+	return spec, nil
+}
+
+func closeFDs(fds []int) {
+	for _, f := range fds {
+		unix.Close(f)
+	}
+}
+
+// readSpecFrame reads the spec frame from fd and returns the spec and the
+// descriptors that came with it, close-on-exec. A frame that does not
+// decode, or came with other descriptors than the spec asks for, is
+// refused, its descriptors closed.
+func readSpecFrame(fd int) (Spec, []int, error) {
+	var got []int
 	oob := make([]byte, unix.CmsgSpace(8*4))
 	readFull := func(p []byte) error {
 		for off := 0; off < len(p); {
@@ -122,44 +146,32 @@ func receiveSpec(fd int) (Spec, error) {
 		}
 		return nil
 	}
+	fail := func(err error) (Spec, []int, error) {
+		closeFDs(got)
+		return Spec{}, nil, err
+	}
 	var head [4]byte
 	if err := readFull(head[:]); err != nil {
-		closeGot()
-		return Spec{}, fmt.Errorf("read launch spec: %w", err)
+		return fail(fmt.Errorf("read launch spec: %w", err))
 	}
 	size := binary.BigEndian.Uint32(head[:])
 	if size > maxSpecBytes {
-		closeGot()
-		return Spec{}, fmt.Errorf("read launch spec: %d bytes announced, more than %d (is the launcher from the same build as oxsupervise?)", size, maxSpecBytes)
+		return fail(fmt.Errorf("read launch spec: %d bytes announced, more than %d (is the launcher from the same build as oxsupervise?)", size, maxSpecBytes))
 	}
 	body := make([]byte, size)
 	if err := readFull(body); err != nil {
-		closeGot()
-		return Spec{}, fmt.Errorf("read launch spec: %w", err)
+		return fail(fmt.Errorf("read launch spec: %w", err))
 	}
 	spec, err := readSpec(bytes.NewReader(body))
 	if err != nil {
-		closeGot()
-		return Spec{}, err
+		return fail(err)
 	}
 	if want := specDescriptors(&spec); len(got) != want {
-		closeGot()
-		return Spec{}, fmt.Errorf("launch spec came with %d descriptors, want %d (stdin, stdout, stderr%s)", len(got), want, map[bool]string{true: ", private /dev/shm"}[want == 4])
-	}
-	for i := 0; i < 3; i++ {
-		// dup3 leaves the copy without close-on-exec: the command's
-		// standard streams.
-		if err := unix.Dup3(got[i], i, 0); err != nil {
-			closeGot()
-			return Spec{}, fmt.Errorf("install the session's descriptor %d: %w", i, err)
+		what := "stdin, stdout, stderr"
+		if spec.Mounts.PrivateShm {
+			what += ", private /dev/shm"
 		}
+		return fail(fmt.Errorf("launch spec came with %d descriptors, want %d (%s)", len(got), want, what))
 	}
-	for _, f := range got[:3] {
-		unix.Close(f)
-	}
-	if spec.Mounts.PrivateShm {
-		// Close-on-exec (MSG_CMSG_CLOEXEC): the launcher's own.
-		spec.Mounts.ShmFD = got[3]
-	}
-	return spec, nil
+	return spec, got, nil
 }
