@@ -14,20 +14,26 @@ import (
 // run request: its group created, its session ID chosen, its launcher
 // started into it and waiting for its spec, so that a request does not
 // wait for the group's creation and the launcher's start. A claimed slot
-// is the claiming session's alone; the next one is made right after the
-// claim, off the request path, for what the last request needed (a private
-// network namespace or not). A request the slot cannot serve starts the
-// normal way, and its timing says why. close removes the slot waiting.
+// is the claiming session's alone. The next one is made once that
+// session's command has exited, off the request path and without taking
+// the CPU from the session's start (on a small machine the fork and exec
+// of the next launcher slowed the start it overlapped), or at once when a
+// request comes before that; it is made for what the last request needed
+// (a private network namespace or not). A request the slot cannot serve
+// starts the normal way, and its timing says why. close removes the slot
+// waiting.
 type slotPool struct {
 	warn zerolog.Logger
 
 	mu   sync.Mutex
 	opts session.SlotOptions // what the next slot is made for
 	// ready is the slot waiting for a request; filling is non-nil while
-	// the next one is made, closed when it is done (lastErr when it
-	// failed).
+	// the next one is on its way, closed when it is done (lastErr when it
+	// failed); hurry, while the fill still waits for the session before,
+	// starts it at once when closed.
 	ready   *session.Slot
 	filling chan struct{}
+	hurry   chan struct{}
 	lastErr error
 	closed  bool
 	fills   sync.WaitGroup
@@ -37,13 +43,14 @@ type slotPool struct {
 func newSlotPool(opts session.SlotOptions, warn zerolog.Logger) *slotPool {
 	p := &slotPool{opts: opts, warn: warn}
 	p.mu.Lock()
-	p.fillLocked(nil)
+	p.fillLocked(nil, nil)
 	p.mu.Unlock()
 	return p
 }
 
-// Claim implements session.Slots. A slot being made is waited for: it is
-// further on than a normal start would be.
+// Claim implements session.Slots. A slot on its way is waited for (made
+// at once if it still waited for the session before): it is further on
+// than a normal start would be.
 func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, string) {
 	if p == nil {
 		return nil, "the daemon keeps no slot"
@@ -51,6 +58,10 @@ func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, st
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.filling != nil {
+		if p.hurry != nil {
+			close(p.hurry)
+			p.hurry = nil
+		}
 		filling := p.filling
 		p.mu.Unlock()
 		<-filling
@@ -67,34 +78,55 @@ func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, st
 			why = "the slot could not be made: " + p.lastErr.Error()
 		}
 		p.opts.NetNS = netns
-		p.fillLocked(nil)
+		p.fillLocked(nil, nil)
 		return nil, why
 	}
 	if why := sl.Serves(opts, netns); why != "" {
 		// The next slot is made for what was asked last.
 		p.opts.NetNS = netns
-		p.fillLocked(sl)
+		p.fillLocked(sl, nil)
 		return nil, why
 	}
-	p.fillLocked(nil)
+	p.fillLocked(nil, sl.Done())
 	return sl, ""
 }
 
-// fillLocked makes the next slot in the background, after closing old (a
-// slot that could not serve) there; p.mu is held.
-func (p *slotPool) fillLocked(old *session.Slot) {
+// fillLocked makes the next slot in the background, once after is closed
+// (nil: at once) or a Claim hurries it, after closing old (a slot that
+// could not serve) there; p.mu is held.
+func (p *slotPool) fillLocked(old *session.Slot, after <-chan struct{}) {
 	done := make(chan struct{})
 	p.filling = done
+	var hurry chan struct{}
+	if after != nil {
+		hurry = make(chan struct{})
+		p.hurry = hurry
+	}
 	opts := p.opts
 	p.fills.Add(1)
 	go func() {
 		defer p.fills.Done()
+		if after != nil {
+			select {
+			case <-after:
+			case <-hurry:
+			}
+			p.mu.Lock()
+			p.hurry = nil
+			p.mu.Unlock()
+		}
 		if old != nil {
 			old.Close()
 		}
-		sl, err := session.NewSlot(opts)
-		if err != nil {
-			p.warn.Warn().Err(err).Msg("session slot not made; the next run request starts its session the normal way")
+		var sl *session.Slot
+		var err error
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			if sl, err = session.NewSlot(opts); err != nil {
+				p.warn.Warn().Err(err).Msg("session slot not made; the next run request starts its session the normal way")
+			}
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -107,12 +139,16 @@ func (p *slotPool) fillLocked(old *session.Slot) {
 	}()
 }
 
-// close removes the slot waiting (its launcher killed, its group and
-// registry entry removed) once the one being made, if any, is done; no
-// slot is made or handed out afterwards.
+// close removes the slot waiting (its launcher killed, its group removed)
+// once the one on its way, if any, is done; no slot is made or handed out
+// afterwards.
 func (p *slotPool) close() {
 	p.mu.Lock()
 	p.closed = true
+	if p.hurry != nil {
+		close(p.hurry)
+		p.hurry = nil
+	}
 	p.mu.Unlock()
 	p.fills.Wait()
 	p.mu.Lock()

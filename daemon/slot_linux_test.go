@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,5 +145,49 @@ func TestDaemonKill9LeavesNoSlot(t *testing.T) {
 	}
 	if next, _ := waitSlot(t, w); next == slot {
 		t.Errorf("the new daemon's slot is the crashed one's, %s", slot)
+	}
+}
+
+// A request that comes while the session before it still runs does not
+// wait for that session: the slot due after it is made at once, and the
+// request claims it.
+func TestDaemonSlotForAConcurrentRequest(t *testing.T) {
+	w := newWorld(t)
+	w.opts.DebugTiming = true
+	w.start(t)
+	fifo := filepath.Join(w.ws, "hold")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(fifo, nobody, nobody)
+	first := exec.Command(helper, clientArgs("run", w.ws, "sh", "-c", "read x < hold")...)
+	first.Dir = w.ws
+	first.Env = []string{"PATH=/usr/bin:/bin", helperSocketEnv + "=" + w.socket}
+	first.SysProcAttr = &syscall.SysProcAttr{Credential: credentialFor(nobody)}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Process.Kill(); first.Wait() })
+	// A liveness bound, not a speed assertion.
+	for deadline := time.Now().Add(10 * time.Second); timingCount(w.log.String(), "command executed") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first session's command did not start:\n%s", w.log.String())
+		}
+	}
+	if res := w.runHelper(t, nobody, w.ws, nil, "run", w.ws, "true"); res.code != 0 {
+		t.Fatalf("the second run: exit %d: %s", res.code, res.stderr)
+	}
+	// The first still runs: it waits for a writer of the fifo.
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	if err := first.Wait(); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	if n := timingCount(w.log.String(), "slot claimed"); n != 2 {
+		t.Errorf("%d of 2 runs claimed a slot:\n%s", n, w.log.String())
 	}
 }
