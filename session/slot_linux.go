@@ -22,14 +22,17 @@ import (
 // session's life) and waits for its spec. The launcher was handed nothing
 // that depends on the session: the spec brings the command's stdio and the
 // private /dev/shm (launcher.SendSpec), the session's limits are written
-// when Run claims the slot, and the layers are applied then as for a fresh
-// start. The signals a session forwards to its command are registered
-// with the slot (so a supervisor with a slot waiting does not die of
-// SIGHUP, SIGUSR1 or SIGUSR2: they are dropped when the slot is claimed). Its group is marked a slot (cgroup.NewSlot): neither
-// cgroup.ListSessions nor List (`oxsupervise ps`) shows it until it is
-// claimed, and it has no registry entry; the launcher dies with its
-// supervisor (parent-death signal), and the next daemon removes the group
-// a crashed one left (RemoveSlots).
+// when Run claims the slot, and the layers are applied then as for a
+// fresh start.
+//
+// The signals a session forwards to its command are registered with the
+// slot, off the request path (so a supervisor with a slot waiting does
+// not die of SIGHUP, SIGUSR1 or SIGUSR2: they are dropped at the claim).
+// Its group is marked a slot (cgroup.NewSlot): neither cgroup.ListSessions
+// nor List (`oxsupervise ps`) shows it until it is claimed, and it has no
+// registry entry. The launcher dies with its supervisor (parent-death
+// signal), and the next daemon removes the group a crashed one left
+// (RemoveSlots).
 type Slot struct {
 	id    string
 	group *cgroup.Group
@@ -160,10 +163,10 @@ type Slots interface {
 	Claim(opts RunOptions, netns bool) (*Slot, string)
 }
 
-// claim is Run's start of a session's group and launcher through
-// a claimed slot: the session's limits are written now and the signals
-// the session forwards registered. The slot is the session's from here:
-// Run's end removes its group like any other.
+// claim is Run's start of a session's group and launcher through a
+// claimed slot: the group becomes a session's (listed) and gets the
+// session's limits. The slot is the session's from here: Run's end
+// removes its group like any other.
 func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
 	// Signals that came while the slot waited were not its session's.
 	for len(s.l.sigs) > 0 {
