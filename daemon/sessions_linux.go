@@ -98,6 +98,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	sid := id
 	mu.Unlock()
 	s.forget(sid)
+	// Once the client has its answer: the next slot (slot_linux.go).
+	defer s.slots.ended(sid)
 	if err != nil {
 		f := session.FailureOf(err)
 		if f.Code == ExitNoBoundary {

@@ -15,9 +15,9 @@ import (
 // started into it and waiting for its spec, so that a request does not
 // wait for the group's creation and the launcher's start. A claimed slot
 // is the claiming session's alone. The next one is made once that
-// session's command has exited, off the request path and without taking
-// the CPU from the session's start (on a small machine the fork and exec
-// of the next launcher slowed the start it overlapped), or at once when a
+// session has ended (ended), off the request path and without taking the
+// CPU from the session's start or end (on a small machine the fork and
+// exec of the next launcher slowed what it overlapped), or at once when a
 // request comes before that; it is made for what the last request needed
 // (a private network namespace or not). A request the slot cannot serve
 // starts the normal way, and its timing says why. close removes the slot
@@ -29,11 +29,13 @@ type slotPool struct {
 	opts session.SlotOptions // what the next slot is made for
 	// ready is the slot waiting for a request; filling is non-nil while
 	// the next one is on its way, closed when it is done (lastErr when it
-	// failed); hurry, while the fill still waits for the session before,
-	// starts it at once when closed.
+	// failed); hurry, while the fill still waits for the end of the
+	// session that claimed the last slot (after), starts it at once when
+	// closed.
 	ready   *session.Slot
 	filling chan struct{}
 	hurry   chan struct{}
+	after   string
 	lastErr error
 	closed  bool
 	fills   sync.WaitGroup
@@ -43,7 +45,7 @@ type slotPool struct {
 func newSlotPool(opts session.SlotOptions, warn zerolog.Logger) *slotPool {
 	p := &slotPool{opts: opts, warn: warn}
 	p.mu.Lock()
-	p.fillLocked(nil, nil)
+	p.fillLocked(nil, false)
 	p.mu.Unlock()
 	return p
 }
@@ -78,27 +80,42 @@ func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, st
 			why = "the slot could not be made: " + p.lastErr.Error()
 		}
 		p.opts.NetNS = netns
-		p.fillLocked(nil, nil)
+		p.fillLocked(nil, false)
 		return nil, why
 	}
 	if why := sl.Serves(opts, netns); why != "" {
 		// The next slot is made for what was asked last.
 		p.opts.NetNS = netns
-		p.fillLocked(sl, nil)
+		p.fillLocked(sl, false)
 		return nil, why
 	}
-	p.fillLocked(nil, sl.Done())
+	p.after = sl.ID()
+	p.fillLocked(nil, true)
 	return sl, ""
 }
 
-// fillLocked makes the next slot in the background, once after is closed
-// (nil: at once) or a Claim hurries it, after closing old (a slot that
-// could not serve) there; p.mu is held.
-func (p *slotPool) fillLocked(old *session.Slot, after <-chan struct{}) {
+// ended tells the pool that session id has ended: when it claimed the
+// last slot, the next one is made now.
+func (p *slotPool) ended(id string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hurry != nil && p.after == id {
+		close(p.hurry)
+		p.hurry = nil
+	}
+}
+
+// fillLocked makes the next slot in the background (with wait: once
+// p.after has ended or a Claim or close hurries it), after closing old (a
+// slot that could not serve) there; p.mu is held.
+func (p *slotPool) fillLocked(old *session.Slot, wait bool) {
 	done := make(chan struct{})
 	p.filling = done
 	var hurry chan struct{}
-	if after != nil {
+	if wait {
 		hurry = make(chan struct{})
 		p.hurry = hurry
 	}
@@ -106,14 +123,8 @@ func (p *slotPool) fillLocked(old *session.Slot, after <-chan struct{}) {
 	p.fills.Add(1)
 	go func() {
 		defer p.fills.Done()
-		if after != nil {
-			select {
-			case <-after:
-			case <-hurry:
-			}
-			p.mu.Lock()
-			p.hurry = nil
-			p.mu.Unlock()
+		if wait {
+			<-hurry
 		}
 		if old != nil {
 			old.Close()

@@ -97,10 +97,6 @@ func NewSlot(o SlotOptions) (*Slot, error) {
 	return s, nil
 }
 
-// Done is closed once the slot's launcher is gone: the command it became
-// exited, or the slot was closed.
-func (s *Slot) Done() <-chan struct{} { return s.over }
-
 // ID is the session ID the slot's session will have.
 func (s *Slot) ID() string { return s.id }
 
