@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -136,53 +135,6 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		return nil, fmt.Errorf("create session parent group: %w", err)
 	}
 	g := &Group{ID: id, Path: filepath.Join(parentDir, id), mount: mount, rel: "/" + parent + "/" + id}
-	mgr, err := g.manager()
-	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", id, err)
-	}
-
-	type wanted struct {
-		controller, file string
-		value            int64
-		res              *cgroup2.Resources
-	}
-	var want []wanted
-	if limits.PidsMax > 0 {
-		want = append(want, wanted{"pids", "pids.max", limits.PidsMax, &cgroup2.Resources{Pids: &cgroup2.Pids{Max: limits.PidsMax}}})
-	}
-	if limits.MemoryMax > 0 {
-		memMax := limits.MemoryMax
-		want = append(want, wanted{"memory", "memory.max", memMax, &cgroup2.Resources{Memory: &cgroup2.Memory{Max: &memMax}}})
-	}
-
-	// The controllers are read only for limits to apply.
-	var rootControllers []string
-	var rootErr error
-	if len(want) > 0 {
-		rootControllers, rootErr = mgr.RootControllers()
-	}
-	usable := want[:0:0]
-	for _, w := range want {
-		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
-		switch {
-		case rootErr != nil:
-			warn.Reason = fmt.Sprintf("cannot read the controllers of cgroup2: %v", rootErr)
-		case !slices.Contains(rootControllers, w.controller):
-			warn.Reason = fmt.Sprintf("%s controller not available in cgroup2 (%s offers: %s)",
-				w.controller, filepath.Join(mount, "cgroup.controllers"), wordsOrNone(rootControllers))
-		default:
-			// The library walks every ancestor of the session group below the mount.
-			if err := mgr.ToggleControllers([]string{w.controller}, cgroup2.Enable); err != nil {
-				warn.Reason = fmt.Sprintf("cannot enable the %s controller for session groups: %v", w.controller, err)
-			}
-		}
-		if warn.Reason != "" {
-			g.Warnings = append(g.Warnings, warn)
-			continue
-		}
-		usable = append(usable, w)
-	}
-
 	if err := os.Mkdir(g.Path, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create session %s: group %s already exists", id, g.Path)
@@ -193,27 +145,9 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		os.Remove(g.Path)
 		return nil, fmt.Errorf("create session %s: %w", id, err)
 	}
-
-	var have []string
-	if len(usable) > 0 {
-		have, err = Controllers(g.Path)
-	}
-	for _, w := range usable {
-		warn := LimitWarning{Limit: w.file, Value: w.value, Controller: w.controller}
-		switch {
-		case err != nil:
-			warn.Reason = fmt.Sprintf("cannot read the session group's controllers: %v", err)
-		case !slices.Contains(have, w.controller):
-			warn.Reason = fmt.Sprintf("%s controller not delegated to %s (its cgroup.controllers: %s)",
-				w.controller, g.Path, wordsOrNone(have))
-		default:
-			if uerr := mgr.Update(w.res); uerr != nil {
-				warn.Reason = fmt.Sprintf("write %s: %v", w.file, uerr)
-			}
-		}
-		if warn.Reason != "" {
-			g.Warnings = append(g.Warnings, warn)
-		}
+	if err := g.SetLimits(limits); err != nil {
+		os.Remove(g.Path)
+		return nil, fmt.Errorf("create session %s: %w", id, err)
 	}
 	return g, nil
 }
@@ -237,7 +171,8 @@ func OpenSession(cfg Config, id string) (*Group, error) {
 	return g, nil
 }
 
-// ListSessions returns the ids of the session groups under the parent.
+// ListSessions returns the ids of the session groups under the parent
+// (not the slots waiting for a session: NewSlot).
 func ListSessions(cfg Config) ([]string, error) {
 	mount, parent, err := cfg.resolve()
 	if err != nil {
@@ -252,7 +187,7 @@ func ListSessions(cfg Config) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && ValidateSessionID(e.Name()) == nil {
+		if e.IsDir() && ValidateSessionID(e.Name()) == nil && !isSlot(filepath.Join(mount, parent, e.Name())) {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -109,6 +109,15 @@ func processAlive(pid int) bool {
 // reported: they may be an attach in progress by a standalone CLI.
 func (s *Server) adopt(ctx context.Context) []string {
 	var notes []string
+	// A crashed daemon's slot: its launcher died with it (parent-death
+	// signal), its group is left.
+	slots, err := session.RemoveSlots(ctx, s.opts.Cgroup)
+	for _, id := range slots {
+		notes = append(notes, fmt.Sprintf("adopt: removed the session slot %s a previous daemon left", id))
+	}
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("adopt: %v", err))
+	}
 	list, err := session.List(s.opts.Cgroup, s.opts.Registry)
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("adopt: %v", err))

@@ -70,6 +70,15 @@
 // never a silently weaker boundary. Sessions a previous daemon left are
 // adopted at start (adopt_linux.go).
 //
+// The daemon keeps one session slot ready ahead of the next run request
+// (slot_linux.go, session.Slot): a session group already created and a
+// launcher already started into it, waiting for its spec, so that a
+// request does not wait for either. The request's stdio travels with the
+// spec; a request the slot cannot serve (another network namespace) starts
+// its session the normal way. A waiting slot is listed nowhere, dies with
+// the daemon (its launcher's parent-death signal), and the next daemon
+// removes its group.
+//
 // A run session's commands may run nested sessions (`run` inside the
 // session, docs/agents-tiers.md): the daemon serves them as a standalone
 // run does (host.RunNesting), on a socket of the session's beside the API

@@ -108,6 +108,9 @@ type Server struct {
 	// use enf; stopping ends the watchers.
 	work     sync.WaitGroup
 	stopping chan struct{}
+	// slots keeps a session slot ready for the next run request
+	// (slot_linux.go), from Serve on.
+	slots *slotPool
 
 	// pending are the approval requests waiting for an answer (it has
 	// its own lock).
@@ -220,6 +223,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	for _, line := range s.adopt(ctx) {
 		s.log.Print(line)
 	}
+	// After adopt, which removes what a crashed daemon's slot left.
+	s.slots = newSlotPool(session.SlotOptions{Cgroup: s.opts.Cgroup, Registry: s.opts.Registry, SelfExe: s.opts.SelfExe}, s.zl)
+	defer s.slots.close()
 	srv := &http.Server{
 		Handler:     s.Handler(),
 		ConnContext: withConn,

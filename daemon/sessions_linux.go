@@ -96,6 +96,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 			sid := id
 			mu.Unlock()
 			s.forget(sid)
+			// Once the client has its answer: the next slot (slot_linux.go).
+			defer s.slots.ended(sid)
 			if err != nil {
 				f := session.FailureOf(err)
 				if f.Code == ExitNoBoundary {
@@ -118,7 +120,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		OnStart: onStart, Settled: report, Timing: tm,
+		OnStart: onStart, Settled: report, Timing: tm, Slots: s.slots,
 	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
 	report(code, err)
 }

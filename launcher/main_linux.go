@@ -36,15 +36,19 @@ func Main() int {
 		}
 		return code
 	}
-	specFile := os.NewFile(SpecFD, "spec")
 	if !fdOpen(SpecFD) || !fdOpen(StatusFD) {
 		fmt.Fprintln(os.Stderr, "oxsupervise: the launcher is internal and only started by `oxsupervise run`")
 		return 125
 	}
-	spec, err := readSpec(specFile)
-	specFile.Close()
+	// Before anything else: the spec, and the session's descriptors that
+	// come with it (its stdio among them).
+	spec, err := receiveSpec(SpecFD)
 	if err != nil {
+		unix.Close(SpecFD)
 		return fail(Failure{Step: StepSpec, Error: err.Error()}, 125)
+	}
+	if !spec.ExecGate {
+		unix.Close(SpecFD)
 	}
 	if step, err := buildBoundary(&spec, supervisor); err != nil {
 		return fail(Failure{Step: step, Error: err.Error()}, 125)
@@ -198,12 +202,9 @@ func loopbackUp() error {
 }
 
 // awaitExecGate tells the supervisor the mounts are done and waits until
-// it has activated the gated layers.
+// it has activated the gated layers; the spec channel is the gate.
 func awaitExecGate() error {
-	if !fdOpen(GateFD) {
-		return errors.New("exec gate: descriptor missing")
-	}
-	gate := os.NewFile(GateFD, "exec-gate")
+	gate := os.NewFile(SpecFD, "exec-gate")
 	defer gate.Close()
 	if _, err := gate.Write([]byte{GateMountsDone}); err != nil {
 		return fmt.Errorf("exec gate: %w", err)

@@ -33,7 +33,10 @@ type MountPlan struct {
 	// PrivateShm puts a tmpfs of the session's own on /dev/shm (see
 	// landlock.PlanMounts); ShmReadOnly makes it read-only (read-only mode). The
 	// tmpfs is NewPrivateShm's, made by the supervisor: ShmFD is its
-	// descriptor in the process that applies the plan.
+	// descriptor in the process that applies the plan. The launcher sets
+	// it to the descriptor that came with its spec (SendSpec), whatever
+	// the spec said; a plan applied by another process (a test's child)
+	// names it.
 	PrivateShm  bool `json:"private_shm,omitempty"`
 	ShmReadOnly bool `json:"shm_read_only,omitempty"`
 	ShmFD       int  `json:"shm_fd,omitempty"`

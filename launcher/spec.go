@@ -9,15 +9,16 @@ const Verb = "__launch"
 // The launcher's inherited descriptors, as the supervisor passes them
 // (os/exec's ExtraFiles[i] is 3+i).
 const (
-	SpecFD   = 3 // the Spec, JSON, until EOF
+	// SpecFD is the spec channel, a Unix socket to the supervisor: the
+	// Spec and the session's descriptors come on it (channel_linux.go),
+	// and with Spec.ExecGate it is the exec gate afterwards: the launcher
+	// sends GateMountsDone once its mount namespace is built and waits for
+	// GateGo before it goes on.
+	SpecFD   = 3
 	StatusFD = 4 // close-on-exec: EOF means the command was executed
-	// GateFD, present when Spec.ExecGate is set, is a socket to the
-	// supervisor: the launcher sends GateMountsDone once its mount
-	// namespace is built and waits for GateGo before it goes on.
-	GateFD = 5
 )
 
-// Exec gate messages on GateFD.
+// Exec gate messages on SpecFD.
 const (
 	GateMountsDone = 'm' // launcher: mount namespace built, nothing else done
 	GateGo         = 'g' // supervisor: gated layers active, go on to exec
@@ -28,7 +29,7 @@ const (
 // build must refuse the spec (nothing runs) rather than read a boundary it
 // does not know. Bump it whenever a field changes meaning; a field it does
 // not know at all is refused anyway (the spec is decoded strictly).
-const SpecVersion = 1
+const SpecVersion = 2
 
 // Spec is everything the launcher needs; the supervisor computes it so
 // that the launcher makes no policy decisions of its own.
@@ -56,7 +57,7 @@ type Spec struct {
 	// LoopbackUp brings up lo in the launcher's private network namespace
 	// (only meaningful when the supervisor cloned one).
 	LoopbackUp bool `json:"loopback_up,omitempty"`
-	// ExecGate makes the launcher wait at the exec gate (GateFD) after
+	// ExecGate makes the launcher wait at the exec gate (SpecFD) after
 	// building its mount namespace: the supervisor activates the layers
 	// that would refuse those mounts (BPF-LSM) only then.
 	ExecGate bool `json:"exec_gate,omitempty"`

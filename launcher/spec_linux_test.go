@@ -13,10 +13,10 @@ func TestReadSpec(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec, wantErr string
 	}{
-		{"this version", `{"version":1,"path":"/bin/true","argv":["true"],"mounts":{"read_only_view":true}}`, ""},
+		{"this version", `{"version":2,"path":"/bin/true","argv":["true"],"mounts":{"read_only_view":true}}`, ""},
 		{"no version", `{"path":"/bin/true"}`, "launch spec version 0"},
-		{"another version", `{"version":2,"path":"/bin/true"}`, "launch spec version 2"},
-		{"unknown field", `{"version":1,"path":"/bin/true","mounts":{"read_only_view":true,"new_layer":true}}`, `unknown field "new_layer"`},
+		{"another version", `{"version":1,"path":"/bin/true"}`, "launch spec version 1"},
+		{"unknown field", `{"version":2,"path":"/bin/true","mounts":{"read_only_view":true,"new_layer":true}}`, `unknown field "new_layer"`},
 		{"not JSON", `version=1`, "decode launch spec"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,11 @@
 // (launcherCommand decides). Keeping it a separate process
 // (rather than doing the setup in the supervisor) means the supervisor never
 // runs confined, and nothing of the command ever runs unconfined: the
-// launcher execs the command only after every layer is in place.
+// launcher execs the command only after every layer is in place. Nothing
+// it is given at fork depends on the session: its spec brings the
+// command's stdio and private /dev/shm (launcher.SendSpec), so a long-lived
+// supervisor can start it ahead of the request, in a session group of its
+// own (Slot, slot_linux.go), which Run claims through RunOptions.Slots.
 //
 // A session has one audit sink: Run opens the policy's log once
 // (audit_linux.go) and hands it to every layer in SessionInfo.Audit; the

@@ -22,23 +22,23 @@ import (
 )
 
 // launched is a launcher started in a session's group that has not been
-// given its LaunchSpec yet: it waits for it on its spec pipe, and so can
-// run nothing, while the supervisor finishes the session's set-up (the
-// registry entry, the audit sink, the layers applied before exec). The
-// start of the launcher process (its exec and Go's start-up) thus overlaps
-// that work instead of following it.
+// given its LaunchSpec yet: it waits for it on its spec channel, and so
+// can run nothing, while the supervisor finishes the session's set-up (the
+// registry entry, the audit sink, the layers applied before exec), or
+// until a request claims it (a daemon's Slot). Nothing it was given at
+// fork depends on the session: the spec brings the session's descriptors
+// (launcher.SendSpec).
 type launched struct {
-	cmd        *exec.Cmd
-	specW      *os.File // the spec pipe: EOF without a spec fails the launcher
-	statusR    *os.File // EOF: the command was executed
-	gateParent *os.File // the exec gate, nil without one
-	files      []*os.File
-	sigs       chan os.Signal
-	// shmFD is the launcher's fd of the private /dev/shm, 0 without one.
-	shmFD int
+	cmd      *exec.Cmd
+	specConn *os.File // the spec channel; the exec gate after the spec
+	statusR  *os.File // EOF: the command was executed
+	sigs     chan os.Signal
 	// program is the launcher that was executed, for the session's
 	// records (Entry.Launcher).
 	program string
+	// unlock ends the lock of the thread that forked the launcher (its
+	// parent-death signal is that thread's) once the launcher is gone.
+	unlock func()
 }
 
 // launcherExec is a session's launcher, ready to be started.
@@ -98,14 +98,6 @@ func launcherCommand(selfExe string, extra []*os.File) (*launcherExec, error) {
 	return x, nil
 }
 
-// specBytes is spec as the launcher reads it, stamped with the version of
-// this build's launcher package (launcher.SpecVersion).
-func specBytes(spec LaunchSpec) []byte {
-	spec.Version = launcher.SpecVersion
-	b, _ := json.Marshal(spec)
-	return b
-}
-
 // launchFailed is the result of a launcher that reported status, its
 // launcher.Failure, instead of executing the command; a status that does
 // not decode is a failure of layer unreadable.
@@ -139,110 +131,111 @@ func stepLayer(s launcher.Step) string {
 	return LayerMountNS
 }
 
-// startLauncher starts the launcher in group, in a new mount namespace
-// (and network namespace with netns), with an exec gate when execGate is
-// set, and shm (the session's own /dev/shm, launcher.NewPrivateShm) as
-// the fd the launch spec's Mounts.ShmFD names. The calling goroutine stays locked to its thread until release:
-// the parent-death signal is the forking thread's.
-func startLauncher(opts RunOptions, group *cgroup.Group, netns, execGate bool, shm *os.File) (*launched, error) {
-	l := &launched{}
-	fail := func(err error) (*launched, error) {
-		l.closeFiles()
+// startLauncher starts the launcher of a session in group, in a new
+// mount namespace (and network namespace with netns). The calling
+// goroutine stays locked to its thread until release: the parent-death
+// signal is the forking thread's.
+func startLauncher(opts RunOptions, group *cgroup.Group, netns bool) (*launched, error) {
+	runtime.LockOSThread()
+	// The signals the session forwards are registered while the launcher
+	// starts (a round trip to the runtime's signal thread for each signal
+	// nothing else registered): before it returns, so before the launcher
+	// gets its spec and can run anything.
+	registered := make(chan chan os.Signal, 1)
+	go func() { registered <- notifySessionSignals() }()
+	l, err := forkLauncher(opts.SelfExe, group, netns)
+	sigs := <-registered
+	if err != nil {
+		signal.Stop(sigs)
+		runtime.UnlockOSThread()
 		return nil, err
+	}
+	l.sigs, l.unlock = sigs, runtime.UnlockOSThread
+	return l, nil
+}
+
+// notifySessionSignals registers for the signals a session's supervisor
+// forwards to its command (launched.run).
+func notifySessionSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
+	return sigs
+}
+
+// forkLauncher starts a launcher (launcherCommand) directly into group
+// (CLONE_INTO_CGROUP: no migration, which would wait for an RCU grace
+// period), in a new mount namespace (and network namespace with netns),
+// with the parent-death signal SIGKILL, its standard streams /dev/null
+// until its spec brings the session's. The caller has locked its
+// goroutine to its thread and keeps it so until the launcher is gone.
+func forkLauncher(selfExe string, group *cgroup.Group, netns bool) (*launched, error) {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
 	}
 	cgFD, err := group.OpenFD()
 	if err != nil {
-		return fail(&BoundaryError{Layer: LayerCgroup, Err: err})
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	l.files = append(l.files, cgFD)
-	specR, specW, err := os.Pipe()
+	files = append(files, cgFD)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fail(&BoundaryError{Layer: LayerMountNS, Err: err})
+		closeAll()
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("spec channel: %w", err)}
 	}
-	l.files = append(l.files, specR, specW)
+	specConn, specChild := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec-launcher")
+	files = append(files, specChild)
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return fail(&BoundaryError{Layer: LayerMountNS, Err: err})
+		closeAll()
+		specConn.Close()
+		return nil, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
-	l.files = append(l.files, statusR, statusW)
-	l.specW, l.statusR = specW, statusR
-
-	extra := []*os.File{specR, statusW}
-	if execGate {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return fail(&BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("exec gate socket: %w", err)})
-		}
-		l.gateParent = os.NewFile(uintptr(fds[0]), "exec-gate")
-		gateChild := os.NewFile(uintptr(fds[1]), "exec-gate-launcher")
-		l.files = append(l.files, l.gateParent, gateChild)
-		extra = append(extra, gateChild) // launcher.GateFD
+	files = append(files, statusW)
+	fail := func(err error) (*launched, error) {
+		closeAll()
+		specConn.Close()
+		statusR.Close()
+		return nil, err
 	}
-	if shm != nil {
-		l.shmFD = 3 + len(extra)
-		extra = append(extra, shm)
-	}
-
-	x, err := launcherCommand(opts.SelfExe, extra)
+	// launcher.SpecFD, launcher.StatusFD
+	x, err := launcherCommand(selfExe, []*os.File{specChild, statusW})
 	if err != nil {
 		return fail(err)
 	}
 	defer x.close()
-	cmd := x.cmd
-	l.program = x.program
 	cloneflags := uintptr(syscall.CLONE_NEWNS)
 	if netns {
 		cloneflags |= syscall.CLONE_NEWNET
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{
+	x.cmd.SysProcAttr = &syscall.SysProcAttr{
 		UseCgroupFD: true,
 		CgroupFD:    int(cgFD.Fd()),
 		Cloneflags:  cloneflags,
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	if cmd.Stdin == nil {
-		cmd.Stdin = os.Stdin
+	if err := x.cmd.Start(); err != nil {
+		return fail(&BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("start launcher in %s: %w", group.Path, err)})
 	}
-	if cmd.Stdout == nil {
-		cmd.Stdout = os.Stdout
-	}
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr
-	}
-	// Pdeathsig is tied to the thread that forks: keep this goroutine on
-	// one thread for the life of the session (release unlocks it).
-	runtime.LockOSThread()
-	// Register before the child exists so no signal falls between.
-	l.sigs = make(chan os.Signal, 8)
-	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
-	if err := cmd.Start(); err != nil {
-		l.release()
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("start launcher in %s: %w", group.Path, err)}
-	}
-	l.cmd = cmd
 	// The launcher's ends, now its own.
-	specR.Close()
-	statusW.Close()
-	if l.gateParent != nil {
-		extra[launcher.GateFD-3].Close()
-	}
-	return l, nil
+	closeAll()
+	return &launched{cmd: x.cmd, specConn: specConn, statusR: statusR, program: x.program}, nil
 }
 
 func (l *launched) pid() int { return l.cmd.Process.Pid }
 
-func (l *launched) closeFiles() {
-	for _, f := range l.files {
-		f.Close()
-	}
-}
-
-// release ends what startLauncher set up for the launcher's life.
+// release ends what startLauncher (or a Slot and its claim) set up for
+// the launcher's life.
 func (l *launched) release() {
-	signal.Stop(l.sigs)
-	l.closeFiles()
-	runtime.UnlockOSThread()
+	// Nothing reads sigs any more; the deregistration (as costly as the
+	// registration when no other channel has the signal) need not be
+	// waited for.
+	go signal.Stop(l.sigs)
+	l.specConn.Close()
+	l.statusR.Close()
+	l.unlock()
 }
 
 // abort kills a launcher that has not been given its spec (it ran
@@ -253,6 +246,15 @@ func (l *launched) abort() {
 	l.release()
 }
 
+// waiting reports whether the launcher still waits for its spec: its
+// status pipe is neither readable nor closed (a launcher that died or
+// failed closes it).
+func (l *launched) waiting() bool {
+	fds := []unix.PollFd{{Fd: int32(l.statusR.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
+}
+
 // run gives the launcher spec and waits for the command. When
 // spec.ExecGate is set, the launcher stops after building its mount
 // namespace; activate applies the gated layers then, and the launcher
@@ -261,16 +263,18 @@ func (l *launched) abort() {
 // releases l once the session has settled (runEnd.release): its signal
 // relay no longer forwards anything, and undoing it waits for the
 // runtime (signal.Stop).
-func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, entry *Entry, aud *auditor, activate func() error) (int, error) {
+//
+// shm is the session's private /dev/shm (spec.Mounts.PrivateShm), sent
+// with the spec with opts' standard streams.
+func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, shm *os.File, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	tm := opts.Timing
 	cmd := l.cmd
-	_, werr := l.specW.Write(specBytes(spec))
-	l.specW.Close()
-	if l.gateParent != nil && werr == nil {
+	werr := launcher.SendSpec(l.specConn, spec, launcher.Descriptors{Stdin: orStd(opts.Stdin, os.Stdin), Stdout: orStd(opts.Stdout, os.Stdout), Stderr: orStd(opts.Stderr, os.Stderr), Shm: shm})
+	if spec.ExecGate && werr == nil {
 		var msg [1]byte
 		// EOF: the launcher failed before its mounts were done; its
 		// status says why.
-		if n, _ := l.gateParent.Read(msg[:]); n == 1 && msg[0] == launcher.GateMountsDone {
+		if n, _ := l.specConn.Read(msg[:]); n == 1 && msg[0] == launcher.GateMountsDone {
 			tm.Mark("launcher at the exec gate")
 			if err := activate(); err != nil {
 				// The launcher has not exec'd: nothing of the command ran.
@@ -278,22 +282,22 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 				cmd.Wait()
 				return 0, err
 			}
-			if _, err := l.gateParent.Write([]byte{launcher.GateGo}); err != nil {
+			if _, err := l.specConn.Write([]byte{launcher.GateGo}); err != nil {
 				cmd.Process.Kill()
 				cmd.Wait()
 				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
 			}
 		}
-		l.gateParent.Close()
 		tm.Mark("gated layers applied")
 	}
+	l.specConn.Close()
 
 	status, _ := io.ReadAll(l.statusR)
 	tm.Mark("command executed")
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
 		if werr != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("send launch spec: %w", werr)}
+			return 0, &BoundaryError{Layer: LayerMountNS, Err: werr}
 		}
 		return launchFailed(status, LayerMountNS)
 	}
@@ -327,4 +331,12 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, en
 		return code, nil
 	}
 	return 0, fmt.Errorf("wait for session %s: %w", entry.ID, err)
+}
+
+// orStd is f, or std (the supervisor's own stream) when f is nil.
+func orStd(f, std *os.File) *os.File {
+	if f == nil {
+		return std
+	}
+	return f
 }

@@ -495,39 +495,41 @@ func dropGroup(id string, group *cgroup.Group, warn io.Writer) {
 // (signal.Stop is a round trip to the runtime's signal-mask thread per
 // signal, on the way from the command's exit to the run's report of it).
 type NestedLauncher struct {
-	program        *launcherExec // which launcher (launcherCommand)
-	cmd            *exec.Cmd
-	specW, statusR *os.File
-	sigs           chan os.Signal
+	program           *launcherExec // which launcher (launcherCommand)
+	cmd               *exec.Cmd
+	specConn, statusR *os.File
+	stdio             launcher.Descriptors // sent with the spec
+	sigs              chan os.Signal
 }
 
 // StartNestedLauncher starts the launcher of a nested session's command,
 // in this process's group (the parent session's). A *BoundaryError means
 // there is none. It locks the calling goroutine to its thread (Pdeathsig
 // is the forking thread's: the command dies with this run) until Run or
-// Abort.
+// Abort. stdin, stdout and stderr go to the launcher with its spec.
 func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error) {
-	specR, specW, err := os.Pipe()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
+		return nil, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("spec channel: %w", err)}
 	}
-	defer specR.Close()
+	specConn, specChild := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec-launcher")
+	defer specChild.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		specW.Close()
+		specConn.Close()
 		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
 	}
 	defer statusW.Close()
-	l := &NestedLauncher{specW: specW, statusR: statusR, sigs: make(chan os.Signal, 8)}
+	l := &NestedLauncher{specConn: specConn, statusR: statusR, sigs: make(chan os.Signal, 8),
+		stdio: launcher.Descriptors{Stdin: stdin, Stdout: stdout, Stderr: stderr}}
 	runtime.LockOSThread()
-	x, err := launcherCommand("", []*os.File{specR, statusW})
+	x, err := launcherCommand("", []*os.File{specChild, statusW})
 	if err != nil {
 		l.release()
 		return nil, err
 	}
 	l.program = x
 	l.cmd = x.cmd
-	l.cmd.Stdin, l.cmd.Stdout, l.cmd.Stderr = stdin, stdout, stderr
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	if err := l.cmd.Start(); err != nil {
@@ -546,7 +548,7 @@ func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
 func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
 
 func (l *NestedLauncher) release() {
-	l.specW.Close()
+	l.specConn.Close()
 	l.statusR.Close()
 	if l.program != nil {
 		l.program.close()
@@ -568,13 +570,13 @@ func (l *NestedLauncher) Abort() {
 func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
 	defer l.release()
 	cmd := l.cmd
-	_, werr := l.specW.Write(specBytes(spec))
-	l.specW.Close()
+	werr := launcher.SendSpec(l.specConn, spec, l.stdio)
+	l.specConn.Close()
 	status, _ := io.ReadAll(l.statusR)
 	if werr != nil || len(status) > 0 {
 		cmd.Wait()
 		if werr != nil {
-			return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("send launch spec: %w", werr)}
+			return 0, &BoundaryError{Layer: LayerLandlock, Err: werr}
 		}
 		return launchFailed(status, LayerLandlock)
 	}

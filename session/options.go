@@ -74,6 +74,9 @@ type RunOptions struct {
 	// standalone run): what its exit undoes anyway (the launcher's signal
 	// relay) Run does not undo first.
 	ExitAfter bool
+	// Slots, when set, may hand Run a session slot made ahead (Slot): its
+	// group and launcher instead of new ones, when it serves the session.
+	Slots Slots
 }
 
 // AttachOptions are the inputs of Attach.

@@ -173,33 +173,17 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		defer shm.Close()
 	}
 
-	id, err := NewID()
-	if err != nil {
-		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	group, err := cgroup.NewSession(opts.Cgroup, id, cgroup.Limits{
+	id, group, l, err := startSession(opts, plan.NetNS, cgroup.Limits{
 		PidsMax: opts.Policy.Limits.PidsMax, MemoryMax: opts.Policy.Limits.MemoryMax,
 	})
 	if err != nil {
-		return 0, &BoundaryError{Layer: LayerCgroup, Err: err}
+		return 0, err
 	}
-	tm.Mark("cgroup created")
 	for _, w := range group.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: limit %s\n", w)
 	}
 	started := time.Now().UTC()
 	early, gated := splitExecGated(opts.Layers)
-	// The launcher starts now and waits for its spec, which it gets only
-	// once everything below is in place: its own start-up overlaps the
-	// rest of the session's set-up (the registry entry, with the policy's
-	// digest, among it), and nothing of the command runs before that is
-	// done.
-	l, err := startLauncher(opts, group, plan.NetNS, len(gated) > 0, shm)
-	if err != nil {
-		cleanupSession(group, opts.Registry, id, warn)
-		return 0, err
-	}
-	tm.Mark("launcher started")
 	released := attachAhead(gated)
 	digest, _ := opts.Policy.Digest()
 	entry := Entry{
@@ -264,11 +248,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		RestrictSockets: lp.SeccompSockets,
 		ExecGate:        len(gated) > 0,
 	}
-	spec.Mounts.ShmFD = l.shmFD
 	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	tm.Mark("name watch")
-	code, err := l.run(ctx, opts, spec, &entry, aud, activate)
+	code, err := l.run(ctx, opts, spec, shm, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	end := runEnd{
 		id: id, group: group, reg: opts.Registry, aud: aud, entry: &entry, mode: string(opts.Policy.Mode),

@@ -1,0 +1,220 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"runtime"
+	"sync"
+
+	"github.com/openoxide/oxsupervise/cgroup"
+)
+
+// Slot is a session started ahead of its request, for a long-lived
+// supervisor (the daemon) that keeps one ready: its cgroup exists under
+// the supervisor's parent, its session ID chosen, and its launcher was
+// started straight into it (CLONE_INTO_CGROUP, the usual clone flags, the
+// parent-death signal of an OS thread locked for the slot's and then the
+// session's life) and waits for its spec. The launcher was handed nothing
+// that depends on the session: the spec brings the command's stdio and the
+// private /dev/shm (launcher.SendSpec), the session's limits are written
+// when Run claims the slot, and the layers are applied then as for a
+// fresh start.
+//
+// The signals a session forwards to its command are registered with the
+// slot, off the request path (so a supervisor with a slot waiting does
+// not die of SIGHUP, SIGUSR1 or SIGUSR2: they are dropped at the claim).
+// Its group is marked a slot (cgroup.NewSlot): neither cgroup.ListSessions
+// nor List (`oxsupervise ps`) shows it until it is claimed, and it has no
+// registry entry. The launcher dies with its supervisor (parent-death
+// signal), and the next daemon removes the group a crashed one left
+// (RemoveSlots).
+type Slot struct {
+	id    string
+	group *cgroup.Group
+	l     *launched
+	opts  SlotOptions
+	// over is closed once the launcher is gone (launched.release): the
+	// thread that forked it may then be unlocked.
+	over     chan struct{}
+	overOnce sync.Once
+}
+
+// SlotOptions say what a slot is made for; a request that differs is not
+// served by it (Slot.Serves).
+type SlotOptions struct {
+	Cgroup   cgroup.Config
+	Registry Registry
+	// SelfExe is RunOptions.SelfExe of the sessions it serves.
+	SelfExe string
+	// NetNS starts the launcher in a new, empty network namespace
+	// (Plan.NetNS).
+	NetNS bool
+}
+
+// NewSlot creates a session slot: the group and its launcher, waiting for
+// a spec. Close it unless Run claims it.
+func NewSlot(o SlotOptions) (*Slot, error) {
+	id, err := NewID()
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	group, err := cgroup.NewSlot(o.Cgroup, id)
+	if err != nil {
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	s := &Slot{id: id, group: group, opts: o, over: make(chan struct{})}
+	// The signals its session will forward, registered now: the
+	// registration (a round trip to the runtime's signal thread per
+	// signal no channel has yet) is off the request path, and while a
+	// slot waits the session ending before it does not pay for the
+	// deregistration either.
+	sigs := notifySessionSignals()
+	started := make(chan error, 1)
+	go func() {
+		// The launcher's parent-death signal is this thread's: it stays
+		// locked, and so alive, until the launcher is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		l, err := forkLauncher(o.SelfExe, group, o.NetNS)
+		s.l = l
+		started <- err
+		if err == nil {
+			<-s.over
+		}
+	}()
+	if err := <-started; err != nil {
+		signal.Stop(sigs)
+		cleanupSession(group, o.Registry, id, io.Discard)
+		return nil, err
+	}
+	s.l.sigs = sigs
+	s.l.unlock = func() { s.overOnce.Do(func() { close(s.over) }) }
+	return s, nil
+}
+
+// ID is the session ID the slot's session will have.
+func (s *Slot) ID() string { return s.id }
+
+// Serves says why the slot cannot serve a session of opts whose plan asks
+// for a network namespace or not (netns); "" when it can. A launcher that
+// no longer waits for its spec (killed, or failed) serves nothing.
+func (s *Slot) Serves(opts RunOptions, netns bool) string {
+	switch {
+	case netns != s.opts.NetNS && netns:
+		return "the session needs a private network namespace, the slot has none"
+	case netns != s.opts.NetNS:
+		return "the slot has a private network namespace, the session none"
+	case opts.SelfExe != s.opts.SelfExe:
+		return "the session has another launcher"
+	case opts.Cgroup != s.opts.Cgroup:
+		return "the session's cgroup parent is another"
+	case opts.Registry != s.opts.Registry:
+		return "the session's registry is another"
+	case !s.l.waiting():
+		return "the slot's launcher no longer waits for its spec"
+	}
+	return ""
+}
+
+// Close ends a slot no session claimed: its launcher (which ran nothing)
+// is killed and its group removed.
+func (s *Slot) Close() {
+	s.l.abort()
+	cleanupSession(s.group, s.opts.Registry, s.id, io.Discard)
+}
+
+// RemoveSlots removes the slot groups under cfg's parent that no
+// supervisor is using: for a daemon's start, before it makes its own. A
+// slot's launcher runs nothing, so whatever is in such a group is killed.
+func RemoveSlots(ctx context.Context, cfg cgroup.Config) ([]string, error) {
+	ids, err := cgroup.ListSlots(cfg)
+	var removed []string
+	for _, id := range ids {
+		g, oerr := cgroup.OpenSession(cfg, id)
+		if oerr == nil {
+			oerr = g.Kill(ctx)
+		}
+		if oerr == nil {
+			oerr = g.Remove(ctx)
+		}
+		if oerr != nil {
+			err = errors.Join(err, oerr)
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, err
+}
+
+// Slots hand Run a slot ready for its session.
+type Slots interface {
+	// Claim takes the slot that serves a session of opts (netns: its plan
+	// asks for a private network namespace), never giving one twice, or
+	// says why there is none.
+	Claim(opts RunOptions, netns bool) (*Slot, string)
+}
+
+// claim is Run's start of a session's group and launcher through a
+// claimed slot: the group becomes a session's (listed) and gets the
+// session's limits. The slot is the session's from here: Run's end
+// removes its group like any other.
+func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
+	// Signals that came while the slot waited were not its session's.
+	for len(s.l.sigs) > 0 {
+		<-s.l.sigs
+	}
+	if err := s.group.MarkClaimed(); err != nil {
+		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	if err := s.group.SetLimits(limits); err != nil {
+		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("session %s: %w", s.id, err)}
+	}
+	return s.id, s.group, s.l, nil
+}
+
+// startSession creates a session's group, with limits, and starts its
+// launcher in it (netns: in a new network namespace): a claimed slot's
+// when opts.Slots has one that serves the session, else new ones (the
+// timing says which, and why). The launcher waits for its spec, which it
+// gets only once the rest of the session's set-up is in place: its own
+// start-up overlaps that work (or preceded the request), and nothing of
+// the command runs before that is done.
+func startSession(opts RunOptions, netns bool, limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
+	tm := opts.Timing
+	if opts.Slots != nil {
+		sl, why := opts.Slots.Claim(opts, netns)
+		if sl != nil {
+			id, group, l, err := sl.claim(limits)
+			if err != nil {
+				sl.Close()
+				return "", nil, nil, err
+			}
+			tm.Mark("slot claimed: cgroup, limits written")
+			// Ahead of the request: nothing left to wait for.
+			tm.Mark("launcher started")
+			return id, group, l, nil
+		}
+		tm.Mark("no slot (" + why + "): normal start")
+	}
+	id, err := NewID()
+	if err != nil {
+		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	group, err := cgroup.NewSession(opts.Cgroup, id, limits)
+	if err != nil {
+		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	tm.Mark("cgroup created")
+	l, err := startLauncher(opts, group, netns)
+	if err != nil {
+		cleanupSession(group, opts.Registry, id, warnOrDiscard(opts.Warn))
+		return "", nil, nil, err
+	}
+	tm.Mark("launcher started")
+	return id, group, l, nil
+}
