@@ -18,7 +18,7 @@ import (
 type target struct {
 	uid, gid int
 	groups   []int
-	name     string
+	name     string // only when switched
 	home     string
 	// switched is true when the command runs as someone else than the
 	// supervisor (sudo, --user).
@@ -39,9 +39,9 @@ func resolveTarget(flagUser string) (*target, error) {
 			return nil, fmt.Errorf("home directory: %w", err)
 		}
 		t.home = home
-		if u, err := user.LookupId(strconv.Itoa(t.uid)); err == nil {
-			t.name = u.Username
-		}
+		// No user database lookup: the name is only for a command that
+		// runs as someone else (targetEnv), and the lookup (NSS) is a
+		// cost every run would pay.
 		gids, _ := os.Getgroups()
 		t.groups = gids
 		return t, nil
