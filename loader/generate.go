@@ -46,3 +46,9 @@ package loader
 // The read-only view's audit (bpf/roview.c): a raw tracepoint on every
 // system call's exit that reports EROFS of session tasks.
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target bpfel -tags linux -cflags "-Wall -Werror" -type roview_event -type roview_syscall roview ../bpf/roview.c -- -I../bpf
+
+// The digest naming the BPF-LSM, network and read-only view objects
+// (ObjectsVersion), computed here once rather than at every start; it
+// follows the bpf2go lines above, which write the objects it digests, and
+// is named *_bpfel.go like them, so generate-check compares it too.
+//go:generate go run ./internal/objversion/gen objversion_bpfel.go fs self netfamily unix net roview

@@ -3,9 +3,12 @@
 package loader
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/openoxide/oxsupervise/loader/internal/objversion"
 )
 
 // TestEmbeddedObjects checks, on any kernel, that the committed BPF objects
@@ -73,5 +76,26 @@ func TestEmbeddedObjects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ObjectsVersion names the objects this binary embeds: the digest `make
+// generate` wrote (objversion_bpfel.go) is the one of the BPF-LSM, network and
+// read-only view objects as embedded, and any change of one of them
+// changes it.
+func TestObjectsVersionNamesTheEmbeddedObjects(t *testing.T) {
+	objects := [][]byte{_FsBytes, _SelfBytes, _NetfamilyBytes, _UnixBytes, _NetBytes, _RoviewBytes}
+	if got := objversion.Digest(objects...); got != objectsDigest {
+		t.Fatalf("objversion_bpfel.go says %s, the embedded objects digest to %s: run make generate", objectsDigest, got)
+	}
+	if want := "v3-" + objectsDigest; ObjectsVersion() != want {
+		t.Errorf("ObjectsVersion() = %s, want %s", ObjectsVersion(), want)
+	}
+	for i := range objects {
+		changed := slices.Clone(objects)
+		changed[i] = append(slices.Clone(objects[i]), 0)
+		if objversion.Digest(changed...) == objectsDigest {
+			t.Errorf("a byte more in object %d leaves the digest %s", i, objectsDigest)
+		}
 	}
 }
