@@ -17,6 +17,9 @@ import (
 type procInfo struct {
 	exe, cmdline, name string
 	ppid               int
+	// nameOnly: only stat (name, ppid) was read, as for an ancestor
+	// beyond the parent, whose record names nothing more.
+	nameOnly bool
 }
 
 // ProcEnricher returns an Enrich function for SinkOptions that fills empty
@@ -70,12 +73,15 @@ type cachedProc struct {
 	at   time.Time
 }
 
-// lookup reads what /proc says about pid, giving up at deadline.
-func (e *Enricher) lookup(pid int, deadline time.Time) (procInfo, bool) {
+// lookup reads what /proc says about pid, giving up at deadline: all of
+// it, or with nameOnly its stat alone (no executable or command line:
+// those reads cost the most, and cmdline's can block on the target's mm
+// lock).
+func (e *Enricher) lookup(pid int, deadline time.Time, nameOnly bool) (procInfo, bool) {
 	e.mu.Lock()
 	c, ok := e.cache[pid]
 	e.mu.Unlock()
-	if ok && time.Since(c.at) < procCacheTTL {
+	if ok && time.Since(c.at) < procCacheTTL && (nameOnly || !c.info.nameOnly) {
 		return c.info, true
 	}
 	wait := time.Until(deadline)
@@ -90,7 +96,7 @@ func (e *Enricher) lookup(pid int, deadline time.Time) (procInfo, bool) {
 	done := make(chan procInfo, 1)
 	go func() {
 		defer func() { <-e.slots }()
-		done <- readProc(e.procRoot, pid)
+		done <- readProc(e.procRoot, pid, nameOnly)
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -100,7 +106,10 @@ func (e *Enricher) lookup(pid int, deadline time.Time) (procInfo, bool) {
 		if len(e.cache) >= procCacheMax {
 			clear(e.cache)
 		}
-		e.cache[pid] = cachedProc{info: info, at: time.Now()}
+		// A name read does not replace a fresh full read of the pid.
+		if old, ok := e.cache[pid]; !info.nameOnly || !ok || old.info.nameOnly || time.Since(old.at) >= procCacheTTL {
+			e.cache[pid] = cachedProc{info: info, at: time.Now()}
+		}
 		e.mu.Unlock()
 		return info, true
 	case <-timer.C:
@@ -130,7 +139,7 @@ func (e *Enricher) Enrich(r *Record) {
 	}
 	// A process that has exited leaves its own fields empty; a parent
 	// the kernel named still gives the chain.
-	if info, ok := e.lookup(p.PID, deadline); ok {
+	if info, ok := e.lookup(p.PID, deadline, false); ok {
 		fill(&p.Executable, info.exe, "process.executable")
 		fill(&p.CommandLine, info.cmdline, "process.command_line")
 		fill(&p.Name, info.name, "process.name")
@@ -144,9 +153,11 @@ func (e *Enricher) Enrich(r *Record) {
 	}
 	// The chain starts from the parent the record names: the
 	// producer's, when it gave one, is what the kernel said.
+	// Only the parent's executable is recorded: the ancestors beyond it
+	// are read for their name and parent alone.
 	var chain []Ancestor
 	for pid := p.Parent.PID; pid > 1 && len(chain) < MaxAncestry; {
-		a, ok := e.lookup(pid, deadline)
+		a, ok := e.lookup(pid, deadline, len(chain) > 0)
 		if !ok || a.name == "" {
 			break
 		}
@@ -166,14 +177,16 @@ func (e *Enricher) Enrich(r *Record) {
 	}
 }
 
-func readProc(procRoot string, pid int) procInfo {
+func readProc(procRoot string, pid int, nameOnly bool) procInfo {
 	dir := procRoot + "/" + strconv.Itoa(pid)
-	var info procInfo
-	if exe, err := os.Readlink(dir + "/exe"); err == nil {
-		info.exe = exe
-	}
-	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
-		info.cmdline = strings.Join(strings.FieldsFunc(string(bytes.TrimRight(b, "\x00")), func(r rune) bool { return r == 0 }), " ")
+	info := procInfo{nameOnly: nameOnly}
+	if !nameOnly {
+		if exe, err := os.Readlink(dir + "/exe"); err == nil {
+			info.exe = exe
+		}
+		if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
+			info.cmdline = strings.Join(strings.FieldsFunc(string(bytes.TrimRight(b, "\x00")), func(r rune) bool { return r == 0 }), " ")
+		}
 	}
 	if b, err := os.ReadFile(dir + "/stat"); err == nil {
 		if st, err := procfs.ParseStat(b); err == nil {

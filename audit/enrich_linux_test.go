@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +94,54 @@ func TestProcEnricher(t *testing.T) {
 	ProcEnricher(time.Second)(orphan)
 	if orphan.Process.Executable != "" || len(orphan.Ox.Ancestry) == 0 || orphan.Ox.Ancestry[0].PID != os.Getpid() {
 		t.Errorf("exited pid with a given parent: process %+v, ancestry %+v", orphan.Process, orphan.Ox.Ancestry)
+	}
+}
+
+// The ancestors beyond the parent are read for their name and parent
+// alone: an ancestor whose command line cannot be read (here a FIFO that
+// would block until the deadline) is still in the chain.
+func TestProcEnricherReadsAncestorsByName(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []struct {
+		pid, ppid int
+		name      string
+	}{{10, 20, "tool"}, {20, 30, "parent"}, {30, 1, "grand"}} {
+		dir := root + "/" + strconv.Itoa(p.pid)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/usr/bin/"+p.name, dir+"/exe"); err != nil {
+			t.Fatal(err)
+		}
+		stat := strconv.Itoa(p.pid) + " (" + p.name + ") S " + strconv.Itoa(p.ppid) + " 1 1 0 -1 4194304 0 0\n"
+		if err := os.WriteFile(dir+"/stat", []byte(stat), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if p.pid == 30 {
+			if err := exec.Command("mkfifo", dir+"/cmdline").Run(); err != nil {
+				t.Skipf("SKIPPED, NOT PASSED: mkfifo: %v", err)
+			}
+			t.Cleanup(func() {
+				// Unblock a reader that should not be there.
+				if f, err := os.OpenFile(dir+"/cmdline", os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+			})
+		} else if err := os.WriteFile(dir+"/cmdline", []byte(p.name+"\x00-x\x00"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Record{Process: &Process{PID: 10}}
+	newEnricher(root, 200*time.Millisecond).Enrich(r)
+	if r.Process.Executable != "/usr/bin/tool" || r.Process.CommandLine != "tool -x" {
+		t.Errorf("process = %+v, want the executable and command line of pid 10", r.Process)
+	}
+	if r.Process.Parent == nil || r.Process.Parent.PID != 20 || r.Process.Parent.Executable != "/usr/bin/parent" || r.Process.Parent.Name != "parent" {
+		t.Errorf("process.parent = %+v, want pid 20, parent, /usr/bin/parent", r.Process.Parent)
+	}
+	want := []Ancestor{{PID: 20, Name: "parent"}, {PID: 30, Name: "grand"}}
+	if !slices.Equal(r.Ox.Ancestry, want) {
+		t.Errorf("oxsupervise.ancestry = %+v, want %+v", r.Ox.Ancestry, want)
 	}
 }
 
