@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
+	"github.com/openoxide/oxsupervise/internal/procfs"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -317,10 +317,12 @@ func (p *peer) child(pid int) (*pinned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
 	}
-	kids, err := cgroup.Children(p.pid)
-	// Read the children, then check the pidfd: pid was the pinned
+	// One read of pid's own stat, not the children of each of the
+	// peer's threads: its parent is the peer's thread group either way.
+	st, err := procfs.ReadStat(pid)
+	// Read the parent, then check the pidfd: pid was the pinned
 	// process, not a successor's.
-	if err == nil && !slices.Contains(kids, pid) {
+	if err == nil && st.PPID != p.pid {
 		err = fmt.Errorf("pid %d is not a child of pid %d", pid, p.pid)
 	}
 	if err == nil && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
@@ -406,7 +408,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	defer unix.Close(launcher.pidfd)
 	// The group first: the launcher's move into it (a wait of its own)
 	// runs while the request is compiled and the session built.
-	group, err := session.ReserveNested(p.parent, s.cfg, launcher.pid)
+	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid)
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
 		return
