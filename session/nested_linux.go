@@ -513,6 +513,12 @@ type NestedLauncher struct {
 	cmd            *exec.Cmd
 	specW, statusR *os.File
 	sigs           chan os.Signal
+	// notified is closed once sigs is registered: the registration (a
+	// round trip to the runtime's signal thread per signal, ~0.6 ms for
+	// the six) runs while the launcher forks and the supervisor builds
+	// the child; the spec waits for it, so every signal that comes once
+	// the command can run is forwarded.
+	notified chan struct{}
 }
 
 // StartNestedLauncher starts the launcher of a nested session's command,
@@ -543,7 +549,11 @@ func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error
 	l.cmd = x.cmd
 	l.cmd.Stdin, l.cmd.Stdout, l.cmd.Stderr = stdin, stdout, stderr
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	l.notified = make(chan struct{})
+	go func() {
+		defer close(l.notified)
+		signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	}()
 	if err := l.cmd.Start(); err != nil {
 		l.release()
 		return nil, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
@@ -560,7 +570,14 @@ func (l *NestedLauncher) Pid() int { return l.cmd.Process.Pid }
 func (l *NestedLauncher) Kill() { l.cmd.Process.Kill() }
 
 func (l *NestedLauncher) release() {
-	signal.Stop(l.sigs)
+	if l.notified != nil {
+		// Not waited for: the command has ended (or never ran), and
+		// signal.Stop waits for the signal thread.
+		go func(notified <-chan struct{}) {
+			<-notified
+			signal.Stop(l.sigs)
+		}(l.notified)
+	}
 	l.specW.Close()
 	l.statusR.Close()
 	if l.program != nil {
@@ -583,6 +600,7 @@ func (l *NestedLauncher) Abort() {
 func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
 	defer l.release()
 	cmd := l.cmd
+	<-l.notified
 	_, werr := l.specW.Write(specBytes(spec))
 	l.specW.Close()
 	status, _ := io.ReadAll(l.statusR)

@@ -84,19 +84,21 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	if err != nil {
 		return fail("current directory: %v", err)
 	}
-	// The launcher starts first: its start overlaps the supervisor's work,
-	// which ends by moving it into the child's group (a wait of its own).
+	// Connected first: the supervisor authorizes the connection (the
+	// kernel's word on this process) while the launcher starts.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		return fail("supervisor socket: %v", err)
+	}
+	defer conn.Close()
+	// The launcher starts before the request, which names it: its start
+	// overlaps the supervisor's work, which ends by moving it into the
+	// child's group.
 	l, err := session.StartNestedLauncher(os.Stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		return fail("%v", err)
 	}
 	tm.Mark("nested run: launcher started")
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		l.Abort()
-		return fail("supervisor socket: %v", err)
-	}
-	defer conn.Close()
 	enc, dec := json.NewEncoder(conn), json.NewDecoder(conn)
 	req := host.NestRequest{Argv: r.argv, Dir: wd, Env: os.Environ(), PolicyArgs: r.policyArgs, Tier: r.tier, Agent: r.flags.Agent, Launcher: l.Pid()}
 	if err := enc.Encode(req); err != nil {
