@@ -21,6 +21,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/host"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -106,6 +107,8 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		return fail("send the request: %v", err)
 	}
 	tm.Mark("nested run: request sent")
+	// While the supervisor builds the child: the answer's first decode.
+	go warmAnswerDecoding()
 	var a host.NestAnswer
 	if err := dec.Decode(&a); err != nil {
 		l.Abort()
@@ -166,6 +169,23 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		fmt.Fprintln(s.err, l)
 	}
 	return code
+}
+
+// warmAnswerDecoding decodes an answer shaped like the supervisor's, so
+// that decoding the real one finds encoding/json's caches for its types
+// built and its code paged in: in a fresh process that first decode took
+// 0.35-1.8 ms (4 KB answer), on the path between the answer and the
+// launcher's spec, while this process only waits before it.
+func warmAnswerDecoding() {
+	spec := session.LaunchSpec{Argv: []string{"a"}, Env: []string{"a=b"}, Groups: []int{1}, Capabilities: []string{"a"},
+		Mounts:   launcher.MountPlan{Pinned: []string{"/"}, Masked: []string{"/"}},
+		Landlock: &launcher.Ruleset{ABI: 1, HandledFS: 1, Rules: []launcher.Rule{{Path: "/", Access: 1}}, Masked: []string{"/"}}}
+	b, err := json.Marshal(host.NestAnswer{Session: "s", Parent: "p", Spec: &spec, Warnings: []string{"w"}})
+	if err != nil {
+		return
+	}
+	var a host.NestAnswer
+	_ = json.Unmarshal(b, &a)
 }
 
 // nestRequest compiles what a nested run asks for, for the supervisor of
