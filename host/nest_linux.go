@@ -23,6 +23,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/internal/procfs"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -241,6 +242,7 @@ func (s *nestServer) start(info session.SessionInfo) {
 	s.root = info.ID
 	s.sessions[info.ID] = info
 	s.mu.Unlock()
+	go warmNestCoding()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -265,6 +267,23 @@ func (s *nestServer) start(info session.SessionInfo) {
 			}()
 		}
 	}()
+}
+
+// warmNestCoding decodes a request and encodes an answer shaped like
+// the nested runs', while the session's command starts: a standalone
+// supervisor is a fresh process, and the first coding of these types
+// (encoding/json's per-type caches, its code paged in) otherwise falls
+// on the first nested run's path, between its request and its answer.
+func warmNestCoding() {
+	b, err := json.Marshal(NestRequest{Argv: []string{"a"}, Dir: "/", Env: []string{"a=b"}, PolicyArgs: []string{"a"}, Tier: "t", Agent: "a", Launcher: 1})
+	if err == nil {
+		var req NestRequest
+		_ = json.Unmarshal(b, &req)
+	}
+	spec := session.LaunchSpec{Argv: []string{"a"}, Env: []string{"a=b"}, Groups: []int{1}, Capabilities: []string{"a"},
+		Mounts:   launcher.MountPlan{Pinned: []string{"/"}, Masked: []string{"/"}},
+		Landlock: &launcher.Ruleset{ABI: 1, HandledFS: 1, Rules: []launcher.Rule{{Path: "/", Access: 1}}, Masked: []string{"/"}}}
+	_ = json.NewEncoder(io.Discard).Encode(NestAnswer{Session: "s", Parent: "p", Spec: &spec, Warnings: []string{"w"}})
 }
 
 // close stops serving and ends every child still running (the session's
