@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,8 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
+	"github.com/openoxide/oxsupervise/internal/procfs"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -259,6 +260,7 @@ func (s *nestServer) start(info session.SessionInfo) {
 	s.root = info.ID
 	s.sessions[info.ID] = info
 	s.mu.Unlock()
+	go warmNestCoding()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -283,6 +285,23 @@ func (s *nestServer) start(info session.SessionInfo) {
 			}()
 		}
 	}()
+}
+
+// warmNestCoding decodes a request and encodes an answer shaped like
+// the nested runs', while the session's command starts: a standalone
+// supervisor is a fresh process, and the first coding of these types
+// (encoding/json's per-type caches, its code paged in) otherwise falls
+// on the first nested run's path, between its request and its answer.
+func warmNestCoding() {
+	b, err := json.Marshal(NestRequest{Argv: []string{"a"}, Dir: "/", Env: []string{"a=b"}, PolicyArgs: []string{"a"}, Tier: "t", Agent: "a", Launcher: 1})
+	if err == nil {
+		var req NestRequest
+		_ = json.Unmarshal(b, &req)
+	}
+	spec := session.LaunchSpec{Argv: []string{"a"}, Env: []string{"a=b"}, Groups: []int{1}, Capabilities: []string{"a"},
+		Mounts:   launcher.MountPlan{Pinned: []string{"/"}, Masked: []string{"/"}},
+		Landlock: &launcher.Ruleset{ABI: 1, HandledFS: 1, Rules: []launcher.Rule{{Path: "/", Access: 1}}, Masked: []string{"/"}}}
+	_ = json.NewEncoder(io.Discard).Encode(NestAnswer{Session: "s", Parent: "p", Spec: &spec, Warnings: []string{"w"}})
 }
 
 // served are the nested sessions being served now.
@@ -351,10 +370,12 @@ func (p *peer) child(pid int) (*pinned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
 	}
-	kids, err := cgroup.Children(p.pid)
-	// Read the children, then check the pidfd: pid was the pinned
+	// One read of pid's own stat, not the children of each of the
+	// peer's threads: its parent is the peer's thread group either way.
+	st, err := procfs.ReadStat(pid)
+	// Read the parent, then check the pidfd: pid was the pinned
 	// process, not a successor's.
-	if err == nil && !slices.Contains(kids, pid) {
+	if err == nil && st.PPID != p.pid {
 		err = fmt.Errorf("pid %d is not a child of pid %d", pid, p.pid)
 	}
 	if err == nil && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
@@ -440,7 +461,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	defer unix.Close(launcher.pidfd)
 	// The group first: the launcher's move into it (a wait of its own)
 	// runs while the request is compiled and the session built.
-	group, err := session.ReserveNested(p.parent, s.cfg, launcher.pid)
+	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid)
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
 		return

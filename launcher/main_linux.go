@@ -23,6 +23,9 @@ func Main() int {
 	// Credentials, no_new_privs and the Landlock domain are per thread:
 	// everything happens on this thread, which then execs.
 	runtime.LockOSThread()
+	// While the spec is on its way (on another thread: this one builds
+	// the boundary); exec ends it.
+	go warmSpecDecoding()
 	// The supervisor, whose death must take the command with it (see
 	// rearmParentDeathSignal).
 	supervisor := unix.Getppid()

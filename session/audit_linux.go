@@ -78,14 +78,34 @@ func (a *auditor) followKernelAudit(cfg cgroup.Config) {
 	if a.sink == nil {
 		return
 	}
-	id, mode, warn := a.id, a.mode, a.warn
-	reader, err := kernelaudit.Open(kernelaudit.Options{
+	reader, err := a.openKernelAudit(cfg)
+	a.followReader(reader, err)
+}
+
+// openKernelAudit opens the kernel audit feed for a's session. Its
+// records are attributed through a (the launcher's pid, the session's
+// audit session), so it may open before a has its sink: a nested
+// session's opens while its policy is compiled (ReserveNested).
+func (a *auditor) openKernelAudit(cfg cgroup.Config) (*kernelaudit.Reader, error) {
+	return kernelaudit.Open(kernelaudit.Options{
 		Cgroup: cfg,
 		SessionOfPID: func(pid int) (string, bool) {
-			return id, int64(pid) == a.launcherPID.Load()
+			return a.id, int64(pid) == a.launcherPID.Load()
 		},
 		SessionOfAuditSession: a.isOwnAuditSession,
 	})
+}
+
+// followReader writes the refusals reader (openKernelAudit's, err its
+// error) attributes to the session, until close.
+func (a *auditor) followReader(reader *kernelaudit.Reader, err error) {
+	if a.sink == nil {
+		if reader != nil {
+			reader.Close()
+		}
+		return
+	}
+	id, mode, warn := a.id, a.mode, a.warn
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: Landlock and seccomp refusals of session %s will not be audited: %v\n", id, err)
 		return

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/landlock"
@@ -108,6 +109,18 @@ type NestedGroup struct {
 	ID     string
 	parent string
 	group  *cgroup.Group
+	// launcher is the pid being moved in: session_start names it.
+	launcher int
+	// aud is the child's auditor, made here so that its kernel audit
+	// reader opens (reader and readerErr, once opened is closed) while
+	// the child's policy is compiled; StartNested gives aud its sink and
+	// takes the reader.
+	aud       *auditor
+	layout    cgroup.Config
+	opened    chan struct{}
+	reader    *kernelaudit.Reader
+	readerErr error
+	taken     bool
 	// admitted is the move of the launcher into the group, which runs
 	// while the supervisor prepares the rest (Admitted waits for it).
 	admitted  chan error
@@ -124,12 +137,14 @@ type NestedGroup struct {
 // caller compiles the child's policy and StartNested builds the rest, and
 // Admitted waits for it. Nothing runs in the group before the launcher
 // has its spec. StartNested takes the group, or Discard removes it.
-func ReserveNested(parent SessionInfo, cfg cgroup.Config, launcher int) (*NestedGroup, error) {
+// With plan.KernelAudit, the child's kernel audit reader opens meanwhile
+// too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine).
+func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, launcher int) (*NestedGroup, error) {
 	id, err := NewID()
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	cfg, err = nestedConfig(cfg, parent.CgroupPath)
+	cfg, err := nestedConfig(layout, parent.CgroupPath)
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
@@ -137,9 +152,30 @@ func ReserveNested(parent SessionInfo, cfg cgroup.Config, launcher int) (*Nested
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	g := &NestedGroup{ID: id, parent: parent.ID, group: group, admitted: make(chan error, 1)}
+	g := &NestedGroup{ID: id, parent: parent.ID, group: group, launcher: launcher, admitted: make(chan error, 1),
+		aud: newNestedAuditor(id), layout: layout, opened: make(chan struct{})}
 	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
+	if plan != nil && plan.KernelAudit {
+		go func() {
+			defer close(g.opened)
+			g.reader, g.readerErr = g.aud.openKernelAudit(layout)
+		}()
+	} else {
+		close(g.opened)
+	}
 	return g, nil
+}
+
+// takeReader waits for the child's kernel audit reader (opened now if
+// ReserveNested's plan had none) and hands it over: its owner closes it
+// from then on.
+func (g *NestedGroup) takeReader() (*kernelaudit.Reader, error) {
+	<-g.opened
+	g.taken = true
+	if g.reader == nil && g.readerErr == nil {
+		return g.aud.openKernelAudit(g.layout)
+	}
+	return g.reader, g.readerErr
 }
 
 // admit moves pid (the child's launcher) from the parent's group, at
@@ -180,6 +216,9 @@ func (g *NestedGroup) Admitted() error {
 // refused), killing the launcher moved into it.
 func (g *NestedGroup) Discard(warn io.Writer) {
 	g.Admitted() // done with the group before it is removed
+	if <-g.opened; !g.taken && g.reader != nil {
+		g.reader.Close()
+	}
 	removeGroup(g.ID, g.group, warnOrDiscard(warn))
 }
 
@@ -214,16 +253,6 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 			return fail(&BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("%s = %d: a nested session shares its parent's limits (%d); it cannot have its own", l.key, l.child, l.parent)})
 		}
 	}
-	if opts.Plan.Landlock != planner.Absent {
-		rs, _, err := landlock.Plan(c, opts.Plan.LandlockABI)
-		if err != nil {
-			return fail(&BoundaryError{Layer: LayerLandlock, Err: err})
-		}
-		if !rs.Empty() {
-			n.ruleset = rs
-		}
-	}
-	opts.Timing.Mark("nested: Landlock plan")
 	if c.Network.Policy != p.Policy.Network.Policy && !opts.Plan.Network {
 		// The parent's network is held by its namespace or not at all;
 		// the child's other rules need the cgroup programs.
@@ -236,8 +265,20 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID, Mode: string(c.Mode),
 		Cgroup: group.Path, CgroupID: group.CgroupID, Command: opts.Argv, PolicyDigest: digest, Started: time.Now().UTC(),
 	}
-	n.aud = n.openAuditor(c, warn)
+	n.aud = n.openAuditor(g.aud, c, warn, g.launcher)
 	n.tm.Mark("nested: audit sink")
+	if opts.Plan.Landlock != planner.Absent {
+		rs, _, err := landlock.Plan(c, opts.Plan.LandlockABI)
+		if err != nil {
+			g.Discard(warn)
+			n.aud.close()
+			return nil, &BoundaryError{Layer: LayerLandlock, Err: err}
+		}
+		if !rs.Empty() {
+			n.ruleset = rs
+		}
+	}
+	n.tm.Mark("nested: Landlock plan")
 	n.info = SessionInfo{ID: id, CgroupPath: group.Path, CgroupID: group.CgroupID, Policy: c, Audit: n.aud.sink}
 	if p.PrivateShm != nil && landlock.PrivateShmWritable(c) {
 		// The nested run shares the parent's mount namespace, its
@@ -266,9 +307,11 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 		n.entry.Layers = append(n.entry.Layers, fmt.Sprintf("%s-abi%d", LayerLandlock, opts.Plan.LandlockABI))
 	}
 	// The nested run's launcher installs the seccomp filter again, and
-	// its refusals, like Landlock's, reach only the kernel audit feed.
+	// its refusals, like Landlock's, reach only the kernel audit feed:
+	// its reader opened with the group, and is followed from here on,
+	// before the launcher has its spec.
 	if opts.Plan.KernelAudit {
-		n.aud.followKernelAudit(opts.Cgroup)
+		n.aud.followReader(g.takeReader())
 		n.tm.Mark("nested: kernel audit followed")
 	}
 	for _, l := range opts.Layers {
@@ -299,22 +342,28 @@ func nestedConfig(cfg cgroup.Config, parentPath string) (cgroup.Config, error) {
 	return cgroup.Config{Mount: mount, Parent: rel}, nil
 }
 
-// openAuditor opens the child's own audit sink: every record written
-// through it names the parent, and the child's refusals are kept for
-// Settle to hand back (the reason the caller reads instead of EACCES).
-func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
-	a := &auditor{id: n.ID, mode: string(c.Mode), warn: warn}
+// newNestedAuditor is the auditor of nested session id, before its sink.
+func newNestedAuditor(id string) *auditor {
+	a := &auditor{id: id}
 	// The child shares its parent's kernel audit session (its launcher
 	// cannot open one): attributing by it would take the parent's
 	// refusals. Its records are attributed by pid and cgroup only.
 	a.auditSession.Store(-1)
+	return a
+}
+
+// openAuditor opens the child's own audit sink: every record written
+// through it names the parent, and the child's refusals are kept for
+// Settle to hand back (the reason the caller reads instead of EACCES).
+func (n *Nested) openAuditor(a *auditor, c *policy.Compiled, warn io.Writer, launcher int) *auditor {
+	a.mode, a.warn = string(c.Mode), warn
 	path := c.Audit.Path
 	if path == "" {
 		path = audit.DefaultPath
 	}
-	enrich := audit.ProcEnricher(50 * time.Millisecond)
+	enrich := audit.NewEnricher(50 * time.Millisecond)
 	sink, err := audit.OpenFileSink(path, audit.SinkOptions{Journal: journalFor(c.Audit), Enrich: func(r *audit.Record) {
-		enrich(r)
+		enrich.Enrich(r)
 		if r.Ox.Session != n.ID {
 			return
 		}
@@ -330,6 +379,14 @@ func (n *Nested) openAuditor(c *policy.Compiled, warn io.Writer) *auditor {
 		return a
 	}
 	a.sink = sink
+	// session_start names the launcher and its ancestry (the nested run,
+	// the parent session's processes, their supervisor): read them now,
+	// while the rest is built, not between the launcher's move and its
+	// spec (~1 ms of /proc reads, issue 18). The launcher waits for its
+	// spec until then: what /proc says of it does not change.
+	if launcher > 0 {
+		go enrich.Prefetch(launcher)
+	}
 	return a
 }
 
@@ -500,6 +557,12 @@ type NestedLauncher struct {
 	specConn, statusR *os.File
 	stdio             launcher.Descriptors // sent with the spec
 	sigs              chan os.Signal
+	// notified is closed once sigs is registered: the registration (a
+	// round trip to the runtime's signal thread per signal, ~0.6 ms for
+	// the six) runs while the launcher forks and the supervisor builds
+	// the child; the spec waits for it, so every signal that comes once
+	// the command can run is forwarded.
+	notified chan struct{}
 }
 
 // StartNestedLauncher starts the launcher of a nested session's command,
@@ -531,7 +594,11 @@ func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error
 	l.program = x
 	l.cmd = x.cmd
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	l.notified = make(chan struct{})
+	go func() {
+		defer close(l.notified)
+		signal.Notify(l.sigs, unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	}()
 	if err := l.cmd.Start(); err != nil {
 		l.release()
 		return nil, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("start the nested launcher: %w", err)}
@@ -570,6 +637,7 @@ func (l *NestedLauncher) Abort() {
 func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
 	defer l.release()
 	cmd := l.cmd
+	<-l.notified
 	werr := launcher.SendSpec(l.specConn, spec, l.stdio)
 	l.specConn.Close()
 	status, _ := io.ReadAll(l.statusR)
