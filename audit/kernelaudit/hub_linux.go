@@ -167,7 +167,8 @@ func (h *Hub) run() {
 	}
 }
 
-// dispatch hands a record to its session; a loss record to every session.
+// dispatch hands a record to its session; a loss record to every session,
+// named as the session's.
 func (h *Hub) dispatch(rec audit.Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -177,8 +178,13 @@ func (h *Hub) dispatch(rec audit.Record) {
 		}
 		return
 	}
-	for _, s := range h.subs {
-		s.emit(rec)
+	// Each session's log says the loss may have been its own.
+	for id, s := range h.subs {
+		own := rec
+		if own.Ox.Session == "" {
+			own.Ox.Session = id
+		}
+		s.emit(own)
 	}
 }
 
