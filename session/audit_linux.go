@@ -94,8 +94,11 @@ func (a *auditor) followKernelAudit(cfg cgroup.Config, hub *kernelaudit.Hub) {
 // reader: it is attributed the same processes as a reader of its own
 // (openKernelAudit's launcher pid and audit session, the cgroup).
 func (a *auditor) followHub(hub *kernelaudit.Hub) {
-	mode := a.mode
-	a.sub = hub.Subscribe(a.id, kernelaudit.Attribution{
+	if a.sink == nil {
+		return
+	}
+	id, mode := a.id, a.mode
+	sub, err := hub.Subscribe(id, kernelaudit.Attribution{
 		PID: func(pid int) bool { return int64(pid) == a.launcherPID.Load() },
 		AuditSession: func(ses uint32) bool {
 			_, own := a.isOwnAuditSession(ses)
@@ -107,6 +110,11 @@ func (a *auditor) followHub(hub *kernelaudit.Hub) {
 		}
 		a.write(r)
 	})
+	if err != nil {
+		fmt.Fprintf(a.warn, "oxsupervise: warning: Landlock and seccomp refusals of session %s will not be audited: %v\n", id, err)
+		return
+	}
+	a.sub = sub
 }
 
 // openKernelAudit opens the kernel audit feed for a's session. Its

@@ -24,9 +24,12 @@ import (
 // session's. Opening a reader costs a session 0.2-6 ms (issue 18); a Hub
 // is opened once.
 type Hub struct {
-	r    *Reader
-	done chan struct{}
-	err  error
+	r *Reader
+	// opened is closed once Open returned: r is set, or openErr.
+	opened  chan struct{}
+	openErr error
+	done    chan struct{}
+	err     error
 
 	mu   sync.Mutex
 	subs map[string]*Subscription
@@ -63,42 +66,74 @@ type Subscription struct {
 	deadline time.Time
 }
 
-// OpenHub opens a Reader (opts as for Open; SessionOfPID and
-// SessionOfAuditSession are the Hub's) and starts reading.
-func OpenHub(opts Options) (*Hub, error) {
-	h := &Hub{done: make(chan struct{}), subs: map[string]*Subscription{}}
+// StartHub opens a Reader (opts as for Open; SessionOfPID and
+// SessionOfAuditSession are the Hub's) in the background and starts
+// reading: a supervisor opens it while it builds the rest of a session
+// (the open is a few round trips to the audit subsystem), and Subscribe
+// waits for it.
+func StartHub(opts Options) *Hub {
+	h := &Hub{done: make(chan struct{}), opened: make(chan struct{}), subs: map[string]*Subscription{}}
 	opts.SessionOfPID = h.sessionOfPID
 	opts.SessionOfAuditSession = h.sessionOfAuditSession
-	r, err := Open(opts)
-	if err != nil {
-		return nil, err
+	go func() {
+		defer close(h.opened)
+		r, err := Open(opts)
+		if err != nil {
+			h.openErr = err
+			close(h.done)
+			return
+		}
+		h.r = r
+		go h.run()
+	}()
+	return h
+}
+
+// OpenHub is StartHub, waiting for the reader to open.
+func OpenHub(opts Options) (*Hub, error) {
+	h := StartHub(opts)
+	<-h.opened
+	if h.openErr != nil {
+		return nil, h.openErr
 	}
-	h.r = r
-	go h.run()
 	return h, nil
 }
 
 // Subscribe adds the session id: from now on its refusals are handed to
 // emit (from the Hub's goroutine, one record at a time) until its drain
-// ends (Subscription.Wait).
-func (h *Hub) Subscribe(id string, owns Attribution, emit func(audit.Record)) *Subscription {
+// ends (Subscription.Wait). The error is why the reader could not open.
+func (h *Hub) Subscribe(id string, owns Attribution, emit func(audit.Record)) (*Subscription, error) {
+	<-h.opened
+	if h.openErr != nil {
+		return nil, h.openErr
+	}
 	s := &Subscription{h: h, id: id, owns: owns, emit: emit, drained: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		close(s.drained)
-		return s
+		return s, nil
 	}
 	h.subs[id] = s
-	return s
+	return s, nil
 }
 
-// Stats are the shared reader's counters.
-func (h *Hub) Stats() Stats { return h.r.Stats() }
+// Stats are the shared reader's counters (zero when it did not open).
+func (h *Hub) Stats() Stats {
+	<-h.opened
+	if h.r == nil {
+		return Stats{}
+	}
+	return h.r.Stats()
+}
 
 // Close stops the reader; subscriptions still waiting end at once. It
 // returns the reader's error, if it failed.
 func (h *Hub) Close() error {
+	<-h.opened
+	if h.r == nil {
+		return nil
+	}
 	err := h.r.Close()
 	<-h.done
 	if h.err != nil {

@@ -67,7 +67,11 @@ func startHubSession(t *testing.T, h *Hub, id string, n int) *hubSession {
 	if err := os.WriteFile(s.target, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.sub = h.Subscribe(id, Attribution{PID: func(pid int) bool { return pid != 0 && pid == s.pid.get() }}, s.emit)
+	sub, err := h.Subscribe(id, Attribution{PID: func(pid int) bool { return pid != 0 && pid == s.pid.get() }}, s.emit)
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	s.sub = sub
 	t.Cleanup(s.sub.Wait)
 	s.c = startHelper(t, "burst", s.target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
 	s.pid.set(s.c.cmd.Process.Pid)
@@ -144,10 +148,17 @@ func TestHubSubscribeAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := h.Subscribe("live", Attribution{}, func(audit.Record) {})
+	live, err := h.Subscribe("live", Attribution{}, func(audit.Record) {})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
 	if err := h.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	live.Wait() // ended by Close
-	h.Subscribe("late", Attribution{}, func(audit.Record) {}).Wait()
+	late, err := h.Subscribe("late", Attribution{}, func(audit.Record) {})
+	if err != nil {
+		t.Fatalf("Subscribe after Close: %v", err)
+	}
+	late.Wait()
 }
