@@ -5,7 +5,10 @@ package kernelaudit
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
@@ -30,6 +33,9 @@ type Hub struct {
 	openErr error
 	done    chan struct{}
 	err     error
+	// stopping is set by Close: the loop returns after its receive.
+	stopping  atomic.Bool
+	closeOnce sync.Once
 
 	mu   sync.Mutex
 	subs map[string]*Subscription
@@ -134,8 +140,15 @@ func (h *Hub) Close() error {
 	if h.r == nil {
 		return nil
 	}
-	err := h.r.Close()
+	h.closeOnce.Do(func() {
+		h.stopping.Store(true)
+		// A receive blocked on the netlink socket wakes on a datagram
+		// (shutdown does not wake it), else on its 50 ms timeout: a
+		// message of the Hub's own wakes it at once.
+		_ = sendMarker([]byte(markerPrefix + strconv.Itoa(os.Getpid()) + "-stop"))
+	})
 	<-h.done
+	err := h.r.Close()
 	if h.err != nil {
 		return h.err
 	}
@@ -193,6 +206,9 @@ func (h *Hub) run() {
 		got, stop, err := l.receive()
 		if stop {
 			h.err = err
+			return
+		}
+		if h.stopping.Load() {
 			return
 		}
 		if !got {
