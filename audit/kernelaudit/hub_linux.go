@@ -211,9 +211,7 @@ func (h *Hub) run() {
 		if h.stopping.Load() {
 			return
 		}
-		if !got {
-			h.idle(l)
-		}
+		h.idle(l, got)
 		h.expireDrains(l)
 	}
 }
@@ -256,11 +254,10 @@ func (h *Hub) markerArrived(l *loop, payload []byte) {
 	if s == nil {
 		return // another reader's marker
 	}
-	l.flush(l.asm.take(func(ev Event) bool { return l.asm.belongsTo(ev, l.r.sessionOf, s.id) }))
 	h.r.mu.Lock()
 	h.r.stats.MarkerDrains++
 	h.r.mu.Unlock()
-	h.end(s)
+	h.finishDrain(l, s)
 }
 
 // end unsubscribes s; its emit is never called after.
@@ -275,26 +272,61 @@ func (h *Hub) end(s *Subscription) {
 	h.quiet = remove(h.quiet, s)
 }
 
-// idle runs after a receive timeout: a drain without a marker ends after
-// two in a row with the kernel backlog empty (Reader.drain's evidence).
-func (h *Hub) idle(l *loop) {
+// idle runs after each receive: got says whether it brought anything. A
+// drain whose marker could not be written ends after two receive
+// timeouts in a row with the kernel backlog empty (Reader.drain's
+// evidence); one whose marker was accepted but does not come back (an
+// audit rule dropped it) gives up after markerGiveUp of them, as
+// Reader.drainToMarker does.
+func (h *Hub) idle(l *loop, got bool) {
 	h.mu.Lock()
-	quiet := append([]*Subscription(nil), h.quiet...)
-	h.mu.Unlock()
-	if len(quiet) == 0 {
+	if len(h.quiet) == 0 && len(h.waiting) == 0 {
+		h.mu.Unlock()
 		return
 	}
-	st, err := getStatus()
-	for _, s := range quiet {
-		if err == nil && st.Backlog > 0 {
+	if got {
+		for _, s := range h.waiting {
 			s.quietN = 0
+		}
+		for _, s := range h.quiet {
+			s.quietN = 0
+		}
+		h.mu.Unlock()
+		return
+	}
+	type drain struct {
+		s     *Subscription
+		limit int
+	}
+	var drains []drain
+	for _, s := range h.quiet {
+		drains = append(drains, drain{s, 2})
+	}
+	for _, s := range h.waiting {
+		drains = append(drains, drain{s, markerGiveUp})
+	}
+	h.mu.Unlock()
+	st, err := getStatus()
+	for _, d := range drains {
+		if err == nil && st.Backlog > 0 {
+			d.s.quietN = 0
 			continue
 		}
-		if s.quietN++; s.quietN >= 2 {
-			l.flush(l.asm.take(func(ev Event) bool { return l.asm.belongsTo(ev, l.r.sessionOf, s.id) }))
-			h.end(s)
+		if d.s.quietN++; d.s.quietN >= d.limit {
+			h.finishDrain(l, d.s)
 		}
 	}
+}
+
+// finishDrain ends s's drain: its events still waiting for more records
+// are complete (its processes are gone) and flushed, the losses seen up
+// to now are reported (to every session, s among them), and s is
+// unsubscribed.
+func (h *Hub) finishDrain(l *loop, s *Subscription) {
+	l.flush(l.asm.take(func(ev Event) bool { return l.asm.belongsTo(ev, l.r.sessionOf, s.id) }))
+	h.r.checkDrops(time.Now(), l.emit)
+	h.r.checkLost(l.emit)
+	h.end(s)
 }
 
 // expireDrains ends the drains past Options.DrainTimeout with an
@@ -311,7 +343,6 @@ func (h *Hub) expireDrains(l *loop) {
 	}
 	h.mu.Unlock()
 	for _, s := range late {
-		l.flush(l.asm.take(func(ev Event) bool { return l.asm.belongsTo(ev, l.r.sessionOf, s.id) }))
 		st, err := getStatus()
 		lost := uint64(st.Backlog)
 		if err != nil || lost == 0 {
@@ -330,7 +361,7 @@ func (h *Hub) expireDrains(l *loop) {
 			})
 		}
 		h.mu.Unlock()
-		h.end(s)
+		h.finishDrain(l, s)
 	}
 }
 

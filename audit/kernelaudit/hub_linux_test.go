@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openoxide/oxsupervise/audit"
 )
@@ -24,6 +25,10 @@ type hubSession struct {
 	c      *child
 	sub    *Subscription
 
+	// slowFirst stalls the consumer on the first refusals, so that the
+	// socket overflows.
+	slowFirst int
+
 	mu      sync.Mutex
 	denials int
 	lost    uint64
@@ -36,6 +41,10 @@ func (s *hubSession) emit(rec audit.Record) {
 	switch {
 	case rec.Ox.Kind == audit.KindDenial && rec.Ox.Session == s.id && rec.File != nil && rec.File.Path == s.target:
 		s.denials++
+		if s.slowFirst > 0 {
+			s.slowFirst--
+			time.Sleep(5 * time.Millisecond) // fall behind so the socket overflows
+		}
 	case rec.Ox.Kind == audit.KindDenial:
 		s.foreign = append(s.foreign, rec)
 	case rec.Ox.Kind == audit.KindEventsLost:
@@ -43,9 +52,9 @@ func (s *hubSession) emit(rec audit.Record) {
 	}
 }
 
-func openTestHub(t *testing.T) *Hub {
+func openTestHub(t *testing.T, opts Options) *Hub {
 	t.Helper()
-	h, err := OpenHub(Options{})
+	h, err := OpenHub(opts)
 	if errors.Is(err, ErrUnavailable) {
 		t.Skipf("SKIP: kernel audit unavailable to this process: %v", err)
 	}
@@ -114,7 +123,7 @@ func (s *hubSession) check(t *testing.T, round int) {
 // finds exactly its own refusals, none of the other's, none lost silently.
 func TestHubTwoSessionsExactAccounting(t *testing.T) {
 	probe(t)
-	h := openTestHub(t)
+	h := openTestHub(t, Options{})
 	for round := range 5 {
 		before := h.Stats().MarkerDrains
 		flood := startHubSession(t, h, "flood-"+strconv.Itoa(round), 300)
@@ -134,6 +143,39 @@ func TestHubTwoSessionsExactAccounting(t *testing.T) {
 		if got := h.Stats().MarkerDrains - before; got != 2 {
 			t.Fatalf("round %d: %d drains ended on their marker, want both (stats %+v)", round, got, h.Stats())
 		}
+	}
+}
+
+// TestHubOverflowReachesEverySession: a flood on a shared reader with a
+// small socket buffer and a stalled consumer overflows the socket; the
+// drops are counted in events_lost records that reach every session
+// subscribed (the flood's and a bystander's: a dropped record may have
+// been either's), and each session's records plus events_lost cover its
+// refusals.
+func TestHubOverflowReachesEverySession(t *testing.T) {
+	probe(t)
+	h := openTestHub(t, Options{receiveBuffer: 4096})
+	bystander := startHubSession(t, h, "bystander", 1)
+	if out := <-bystander.c.output; out != "denied=1" {
+		t.Fatalf("bystander reported %q, want its write refused", out)
+	}
+	flood := startHubSession(t, h, "flood", 2000)
+	flood.mu.Lock()
+	flood.slowFirst = 20
+	flood.mu.Unlock()
+	if out := <-flood.c.output; out != "denied=2000" {
+		t.Fatalf("flood reported %q, want all 2000 writes refused", out)
+	}
+	bystander.end()
+	flood.end()
+	bystander.check(t, 0)
+	flood.check(t, 0)
+	if flood.denials >= flood.n {
+		t.Skipf("SKIP: no overflow provoked (all %d records delivered); cannot check overflow reporting on this host", flood.n)
+	}
+	if flood.lost == 0 || bystander.lost == 0 {
+		t.Fatalf("the socket overflowed (%d of %d flood records) but events_lost reached the flood %d, the bystander %d",
+			flood.denials, flood.n, flood.lost, bystander.lost)
 	}
 }
 
