@@ -14,8 +14,8 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 )
 
-// This file is the shared reader of a long-lived supervisor (the daemon):
-// one socket and one assembler for every session it runs, each session
+// This file is the shared reader of a long-lived supervisor (the daemon,
+// or a run with the nested sessions it serves): one socket and one assembler for every session it runs, each session
 // subscribed with what identifies its processes, and each session's end
 // drained exactly on the shared stream by a marker of its own.
 
