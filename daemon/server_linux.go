@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon/observe"
 	"github.com/openoxide/oxsupervise/policy"
@@ -104,6 +105,10 @@ type Server struct {
 	counters observe.Counters
 	// enf are the session layers built once in Serve.
 	enf *enforcement
+	// kaudit is the kernel audit reader every run session shares, opened
+	// once in Serve; nil when it could not be opened (each session then
+	// opens its own, and says so when that fails too).
+	kaudit *kernelaudit.Hub
 	// work counts run requests and attach-session watchers that may still
 	// use enf; stopping ends the watchers.
 	work     sync.WaitGroup
@@ -218,6 +223,18 @@ func (s *Server) Serve(ctx context.Context) error {
 		// Lookups of names no rule allows, in sessions that say
 		// unknown_hosts = "ask", become pending approvals.
 		s.enf.net.SetAsk(s.askHostname)
+	}
+	// Opened before the sessions can start and closed after they are
+	// torn down (closeEnforcement, deferred later, runs first).
+	if hub, err := kernelaudit.OpenHub(kernelaudit.Options{Cgroup: s.opts.Cgroup}); err != nil {
+		s.zl.Warn().Err(err).Msg("no shared kernel audit reader: each session opens its own")
+	} else {
+		s.kaudit = hub
+		defer func() {
+			if err := hub.Close(); err != nil {
+				s.zl.Error().Err(err).Msg("shared kernel audit reader")
+			}
+		}()
 	}
 	defer s.closeEnforcement()
 	for _, line := range s.adopt(ctx) {

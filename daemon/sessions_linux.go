@@ -120,7 +120,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2],
 		Warn: ww, Unavailable: s.opts.Unavailable, SelfExe: s.opts.SelfExe,
 		Cgroup: s.opts.Cgroup, Registry: s.opts.Registry,
-		OnStart: onStart, Settled: report, Timing: tm, Slots: s.slots,
+		OnStart: onStart, Settled: report, Timing: tm, Slots: s.slots, KernelAudit: s.kaudit,
 	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
 	report(code, err)
 }

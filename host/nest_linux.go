@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/internal/procfs"
@@ -116,6 +117,14 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 	if err != nil {
 		return 0, err
 	}
+	if opts.KernelAudit == nil && plan.KernelAudit {
+		// One kernel audit reader for the session and every nested
+		// session it serves, opened while the session is built; closed
+		// after the nest server (deferred below, so it runs first).
+		hub := kernelaudit.StartHub(kernelaudit.Options{Cgroup: opts.Cgroup})
+		defer hub.Close()
+		opts.KernelAudit = hub
+	}
 	srv, err := listenNest(h, plan, opts, nest)
 	if err != nil {
 		return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
@@ -160,6 +169,10 @@ type nestServer struct {
 	path   string
 	ln     *net.UnixListener
 	wg     sync.WaitGroup
+
+	// kaudit is the kernel audit reader the served session shares with
+	// its nested sessions (RunOptions.KernelAudit).
+	kaudit *kernelaudit.Hub
 
 	mu       sync.Mutex
 	conns    map[*net.UnixConn]bool
@@ -229,7 +242,7 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 		}
 		cfg.Mount = m
 	}
-	return &nestServer{h: h, plan: plan, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
+	return &nestServer{h: h, plan: plan, kaudit: opts.KernelAudit, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
@@ -461,7 +474,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	defer unix.Close(launcher.pidfd)
 	// The group first: the launcher's move into it (a wait of its own)
 	// runs while the request is compiled and the session built.
-	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid)
+	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid, s.kaudit)
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
 		return

@@ -24,10 +24,13 @@ import (
 // Audit is observability, not a boundary: when the log or the kernel feed
 // cannot be opened the session still runs, and the user is told loudly.
 type auditor struct {
-	id, mode    string
-	warn        io.Writer
-	sink        *audit.FileSink
-	reader      *kernelaudit.Reader
+	id, mode string
+	warn     io.Writer
+	sink     *audit.FileSink
+	reader   *kernelaudit.Reader
+	// sub is the session's share of a supervisor's shared reader, instead
+	// of a reader of its own (RunOptions.KernelAudit).
+	sub         *kernelaudit.Subscription
 	launcherPID atomic.Int64
 	// auditSession is the session's kernel audit session id, 0 until known.
 	auditSession atomic.Int64
@@ -73,13 +76,45 @@ func openAuditor(cfgAudit policy.Audit, id, mode string, warn io.Writer) *audito
 
 // followKernelAudit writes the refusals the kernel audit feed attributes
 // to the session (Landlock's and seccomp's: planner.Plan.KernelAudit),
-// until close.
-func (a *auditor) followKernelAudit(cfg cgroup.Config) {
+// until close: those hub hands it when the supervisor shares one reader
+// among its sessions, else those of a reader of its own.
+func (a *auditor) followKernelAudit(cfg cgroup.Config, hub *kernelaudit.Hub) {
 	if a.sink == nil {
+		return
+	}
+	if hub != nil {
+		a.followHub(hub)
 		return
 	}
 	reader, err := a.openKernelAudit(cfg)
 	a.followReader(reader, err)
+}
+
+// followHub subscribes the session to hub, the supervisor's shared
+// reader: it is attributed the same processes as a reader of its own
+// (openKernelAudit's launcher pid and audit session, the cgroup).
+func (a *auditor) followHub(hub *kernelaudit.Hub) {
+	if a.sink == nil {
+		return
+	}
+	id, mode := a.id, a.mode
+	sub, err := hub.Subscribe(id, kernelaudit.Attribution{
+		PID: func(pid int) bool { return int64(pid) == a.launcherPID.Load() },
+		AuditSession: func(ses uint32) bool {
+			_, own := a.isOwnAuditSession(ses)
+			return own
+		},
+	}, func(r audit.Record) {
+		if r.Ox.Mode == "" {
+			r.Ox.Mode = mode
+		}
+		a.write(r)
+	})
+	if err != nil {
+		fmt.Fprintf(a.warn, "oxsupervise: warning: Landlock and seccomp refusals of session %s will not be audited: %v\n", id, err)
+		return
+	}
+	a.sub = sub
 }
 
 // openKernelAudit opens the kernel audit feed for a's session. Its
@@ -234,6 +269,9 @@ func (a *auditor) endKernelAudit() {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	if a.sub != nil {
+		a.sub.Drain()
+	}
 }
 
 // settle completes the session's records. It is called once the
@@ -254,6 +292,9 @@ func (a *auditor) settle(stop *audit.Record) {
 	if a.reader != nil {
 		a.cancel()
 		a.wg.Wait()
+	}
+	if a.sub != nil {
+		a.sub.Wait()
 	}
 	a.release()
 	if stop != nil {

@@ -121,6 +121,9 @@ type NestedGroup struct {
 	reader    *kernelaudit.Reader
 	readerErr error
 	taken     bool
+	// hub, when set, is the supervisor's shared reader, which the child
+	// subscribes to instead of opening a reader of its own.
+	hub *kernelaudit.Hub
 	// admitted is the move of the launcher into the group, which runs
 	// while the supervisor prepares the rest (Admitted waits for it).
 	admitted  chan error
@@ -138,8 +141,10 @@ type NestedGroup struct {
 // Admitted waits for it. Nothing runs in the group before the launcher
 // has its spec. StartNested takes the group, or Discard removes it.
 // With plan.KernelAudit, the child's kernel audit reader opens meanwhile
-// too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine).
-func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, launcher int) (*NestedGroup, error) {
+// too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine),
+// unless hub, the supervisor's shared reader, is given: the child then
+// subscribes to it.
+func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, launcher int, hub *kernelaudit.Hub) (*NestedGroup, error) {
 	id, err := NewID()
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
@@ -153,9 +158,9 @@ func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config,
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
 	g := &NestedGroup{ID: id, parent: parent.ID, group: group, launcher: launcher, admitted: make(chan error, 1),
-		aud: newNestedAuditor(id), layout: layout, opened: make(chan struct{})}
+		aud: newNestedAuditor(id), layout: layout, opened: make(chan struct{}), hub: hub}
 	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
-	if plan != nil && plan.KernelAudit {
+	if plan != nil && plan.KernelAudit && hub == nil {
 		go func() {
 			defer close(g.opened)
 			g.reader, g.readerErr = g.aud.openKernelAudit(layout)
@@ -308,9 +313,13 @@ func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	}
 	// The nested run's launcher installs the seccomp filter again, and
 	// its refusals, like Landlock's, reach only the kernel audit feed:
-	// its reader opened with the group, and is followed from here on,
-	// before the launcher has its spec.
-	if opts.Plan.KernelAudit {
+	// its reader opened with the group (or the supervisor's shared one),
+	// and is followed from here on, before the launcher has its spec.
+	switch {
+	case opts.Plan.KernelAudit && g.hub != nil:
+		n.aud.followHub(g.hub)
+		n.tm.Mark("nested: kernel audit subscribed")
+	case opts.Plan.KernelAudit:
 		n.aud.followReader(g.takeReader())
 		n.tm.Mark("nested: kernel audit followed")
 	}

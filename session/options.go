@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/openoxide/oxsupervise/audit"
+	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
@@ -77,6 +78,11 @@ type RunOptions struct {
 	// Slots, when set, may hand Run a session slot made ahead (Slot): its
 	// group and launcher instead of new ones, when it serves the session.
 	Slots Slots
+	// KernelAudit, when set, is the supervisor's shared kernel audit
+	// reader (the daemon's, opened once for all its sessions): the
+	// session subscribes to it instead of opening a reader of its own
+	// (0.2-6 ms per session, issue 18). Its nested sessions share it too.
+	KernelAudit *kernelaudit.Hub
 }
 
 // AttachOptions are the inputs of Attach.

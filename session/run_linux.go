@@ -237,7 +237,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		return nil
 	}
 	if lp.KernelAudit {
-		aud.followKernelAudit(opts.Cgroup)
+		aud.followKernelAudit(opts.Cgroup, opts.KernelAudit)
 	}
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
 

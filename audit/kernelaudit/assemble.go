@@ -118,6 +118,39 @@ func (a *assembler) expire(now time.Time) []Event {
 	return out
 }
 
+// take removes the pending events that match and returns them, oldest
+// first: a session's drain flushes its events at once, since nothing of
+// them can still arrive, while the other sessions' keep waiting.
+func (a *assembler) take(match func(Event) bool) []Event {
+	var out []Event
+	kept := a.order[:0]
+	for _, serial := range a.order {
+		p, ok := a.pending[serial]
+		if !ok {
+			continue
+		}
+		if !match(p.ev) {
+			kept = append(kept, serial)
+			continue
+		}
+		delete(a.pending, serial)
+		out = append(out, p.ev)
+	}
+	a.order = kept
+	return out
+}
+
+// belongsTo reports whether ev is attributed to session (records' rules).
+func (a *assembler) belongsTo(ev Event, sessionOf sessionFunc, session string) bool {
+	recs, _ := a.records(ev, sessionOf, false)
+	for _, r := range recs {
+		if r.Ox.Session == session {
+			return true
+		}
+	}
+	return false
+}
+
 // noteDomain records the creator of a domain right away, so that events
 // with their own serial (no audit context) can use it when they flush.
 func (a *assembler) noteDomain(f Fields, now time.Time) {

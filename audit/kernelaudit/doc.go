@@ -37,6 +37,17 @@
 // on a machine that runs auditd, that is one line in its log per session.
 // What a bounded drain could not read becomes an events_lost record too.
 //
+// Sharing: a long-lived supervisor reads the feed once for all its
+// sessions (Hub: the daemon for every session it runs, a run for its
+// session and every nested session it serves). Each session subscribes
+// with what identifies its processes beyond their cgroup (its launcher's
+// pid, its audit session) and is handed only the refusals attributed to
+// it; loss records go to every session subscribed when the loss was seen.
+// A session's end drains exactly on the shared stream: its own marker,
+// written once its last process is gone, arrives after every record of
+// the session, whose events still waiting for more records are flushed
+// then, while the other sessions' keep waiting.
+//
 // Enabling audit: Landlock only logs when audit is enabled, so Open sets
 // enabled=1 when it is 0. It does not turn it off again by default: several
 // sessions, the daemon and auditd may rely on it concurrently, and whoever

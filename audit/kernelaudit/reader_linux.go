@@ -135,7 +135,6 @@ func (r *Reader) Stats() Stats {
 // audit user keeps the backlog busy) ends with an events_lost record
 // counting what was left unread. Close stops Run at once.
 func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
-	asm := newAssembler(r.opts.FlushAfter)
 	// The drain marker is sent the moment ctx ends; its arrival also
 	// wakes the receive below, so the drain starts without waiting out a
 	// receive timeout.
@@ -150,64 +149,92 @@ func (r *Reader) Run(ctx context.Context, emit func(audit.Record)) error {
 		case <-runDone:
 		}
 	}()
-	asm.sessionOfSes = r.opts.SessionOfAuditSession
-	sessionOf := r.sessionOf
-	buf := make([]byte, 1<<16)
-	flush := func(events []Event) {
-		for _, ev := range events {
-			recs, unattributed := asm.records(ev, sessionOf, r.opts.KeepUnattributed)
-			r.mu.Lock()
-			r.stats.Denials += uint64(len(recs))
-			r.stats.Unattributed += uint64(unattributed)
-			r.mu.Unlock()
-			for _, rec := range recs {
-				emit(rec)
-			}
+	l := r.newLoop(r.opts.SessionOfAuditSession, emit, func(payload []byte) {
+		if bytes.Contains(payload, mk.text) {
+			mk.seen = true
 		}
-	}
-	nextLostCheck := time.Now().Add(lostCheckInterval)
-	defer func() {
-		flush(asm.expire(time.Now().Add(24 * time.Hour)))
-		r.checkDrops(time.Now(), emit)
-		r.checkLost(emit)
-	}()
-	// receive reads one datagram (or times out) and reports whether
-	// anything arrived; stop is true once Close was called.
-	receive := func() (got, stop bool, err error) {
-		n, _, err := unix.Recvfrom(r.fd, buf, 0)
-		now := time.Now()
-		switch {
-		case err == nil:
-			got = n > 0
-			for _, m := range r.parse(buf[:n], &mk) {
-				flush(asm.add(m, now))
-			}
-		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
-		case errors.Is(err, unix.ENOBUFS):
-			got = true
-			r.reportOverflow(now, emit)
-		default:
-			if r.isClosed() {
-				return false, true, nil
-			}
-			return false, true, fmt.Errorf("receive kernel audit records: %w", err)
-		}
-		flush(asm.expire(now))
-		if now.After(nextLostCheck) {
-			r.checkLost(emit)
-			nextLostCheck = now.Add(lostCheckInterval)
-		}
-		return got, false, nil
-	}
+	})
+	defer l.finish()
 	for ctx.Err() == nil {
-		if _, stop, err := receive(); stop {
+		if _, stop, err := l.receive(); stop {
 			return err
 		}
 	}
 	if err := <-markerSent; err == nil {
-		return r.drainToMarker(receive, &mk, emit)
+		return r.drainToMarker(l.receive, &mk, emit)
 	}
-	return r.drain(receive, emit)
+	return r.drain(l.receive, emit)
+}
+
+// loop is one reading of the feed, Run's or a Hub's: the assembler, the
+// receive step and the loss checks.
+type loop struct {
+	r             *Reader
+	asm           *assembler
+	buf           []byte
+	emit          func(audit.Record)
+	trusted       func(payload []byte)
+	nextLostCheck time.Time
+}
+
+// newLoop reads r's feed, emitting records through emit and handing every
+// trusted application message (a drain marker) to trusted, in stream
+// order: every record that arrived before it has been added by then.
+func (r *Reader) newLoop(ofSes func(uint32) (string, bool), emit func(audit.Record), trusted func(payload []byte)) *loop {
+	asm := newAssembler(r.opts.FlushAfter)
+	asm.sessionOfSes = ofSes
+	return &loop{r: r, asm: asm, buf: make([]byte, 1<<16), emit: emit, trusted: trusted,
+		nextLostCheck: time.Now().Add(lostCheckInterval)}
+}
+
+// flush emits the records of events.
+func (l *loop) flush(events []Event) {
+	r := l.r
+	for _, ev := range events {
+		recs, unattributed := l.asm.records(ev, r.sessionOf, r.opts.KeepUnattributed)
+		r.mu.Lock()
+		r.stats.Denials += uint64(len(recs))
+		r.stats.Unattributed += uint64(unattributed)
+		r.mu.Unlock()
+		for _, rec := range recs {
+			l.emit(rec)
+		}
+	}
+}
+
+// finish flushes what is still pending and reports the last losses.
+func (l *loop) finish() {
+	l.flush(l.asm.expire(time.Now().Add(24 * time.Hour)))
+	l.r.checkDrops(time.Now(), l.emit)
+	l.r.checkLost(l.emit)
+}
+
+// receive reads one datagram (or times out) and reports whether anything
+// arrived; stop is true once Close was called.
+func (l *loop) receive() (got, stop bool, err error) {
+	r := l.r
+	n, _, err := unix.Recvfrom(r.fd, l.buf, 0)
+	now := time.Now()
+	switch {
+	case err == nil:
+		got = n > 0
+		r.parse(l.buf[:n], func(m Message) { l.flush(l.asm.add(m, now)) }, l.trusted)
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+	case errors.Is(err, unix.ENOBUFS):
+		got = true
+		r.reportOverflow(now, l.emit)
+	default:
+		if r.isClosed() {
+			return false, true, nil
+		}
+		return false, true, fmt.Errorf("receive kernel audit records: %w", err)
+	}
+	l.flush(l.asm.expire(now))
+	if now.After(l.nextLostCheck) {
+		r.checkLost(l.emit)
+		l.nextLostCheck = now.Add(lostCheckInterval)
+	}
+	return got, false, nil
 }
 
 func (r *Reader) isClosed() bool {
@@ -324,11 +351,12 @@ func (r *Reader) checkLost(emit func(audit.Record)) {
 	})
 }
 
-// parse splits a datagram into audit messages. Multicast copies carry a
-// correct nlmsg_len (unlike the unicast feed to auditd), but a short or
-// over-long length is tolerated by taking the rest of the datagram.
-func (r *Reader) parse(b []byte, mk *marker) []Message {
-	var out []Message
+// parse splits a datagram into audit messages, handing each audit record
+// to msg and each trusted application message to trusted, in order.
+// Multicast copies carry a correct nlmsg_len (unlike the unicast feed to
+// auditd), but a short or over-long length is tolerated by taking the rest
+// of the datagram.
+func (r *Reader) parse(b []byte, msg func(Message), trusted func(payload []byte)) {
 	for len(b) >= unix.NLMSG_HDRLEN {
 		length := int(binary.NativeEndian.Uint32(b[0:4]))
 		typ := binary.NativeEndian.Uint16(b[4:6])
@@ -340,12 +368,12 @@ func (r *Reader) parse(b []byte, mk *marker) []Message {
 		r.mu.Lock()
 		r.stats.Messages++
 		r.mu.Unlock()
-		if typ == auditTrustedApp && bytes.Contains(payload, mk.text) {
-			mk.seen = true
+		if typ == auditTrustedApp && trusted != nil {
+			trusted(payload)
 		}
 		if typ >= 1300 && typ < 1500 {
 			if m, err := ParseMessage(typ, payload); err == nil {
-				out = append(out, m)
+				msg(m)
 			} else {
 				r.mu.Lock()
 				r.stats.Unparsable++
@@ -358,7 +386,6 @@ func (r *Reader) parse(b []byte, mk *marker) []Message {
 		}
 		b = b[aligned:]
 	}
-	return out
 }
 
 func (r *Reader) sessionOf(pid int) (string, bool) {

@@ -29,3 +29,18 @@ func (*Reader) Run(context.Context, func(audit.Record)) error { return ErrUnavai
 
 // Close does nothing.
 func (*Reader) Close() error { return nil }
+
+// Hub is only implemented on Linux.
+type Hub struct{}
+
+// OpenHub reports that kernel audit is Linux-only.
+func OpenHub(Options) (*Hub, error) { return nil, ErrUnavailable }
+
+// StartHub returns a Hub that reads nothing.
+func StartHub(Options) *Hub { return &Hub{} }
+
+// Stats returns zero counters.
+func (*Hub) Stats() Stats { return Stats{} }
+
+// Close does nothing.
+func (*Hub) Close() error { return nil }
