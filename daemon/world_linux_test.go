@@ -117,6 +117,9 @@ func newWorld(t *testing.T) *world {
 			for _, id := range ids {
 				session.Stop(context.Background(), w.opts.Cgroup, w.opts.Registry, id)
 			}
+			// A daemon killed by the test (kill -9) leaves its waiting
+			// slot for the next daemon's adoption; none comes here.
+			session.RemoveSlots(context.Background(), w.opts.Cgroup)
 			os.Remove(filepath.Join(mnt, parent))
 		}
 		os.RemoveAll(base)
