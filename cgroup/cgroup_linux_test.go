@@ -411,6 +411,38 @@ func TestRemoveLeavesNothing(t *testing.T) {
 	}
 }
 
+// A group below that removes itself while Remove walks the tree (a
+// nested session's own end racing its parent session's) does not stop
+// the walk: the parent's group is gone every time, whichever came first.
+func TestRemoveWhileAGroupBelowRemovesItself(t *testing.T) {
+	cfg := requireSessions(t)
+	ctx := context.Background()
+	for i := range 40 {
+		g, err := NewSession(cfg, fmt.Sprintf("remove-race-%d", i), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		child := &Group{Path: filepath.Join(g.Path, "child")}
+		for _, d := range []string{child.Path, filepath.Join(child.Path, "a"), filepath.Join(child.Path, "b"), filepath.Join(g.Path, "z")} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		childDone := make(chan error, 1)
+		go func() { childDone <- child.Remove(ctx) }()
+		err = g.Remove(ctx)
+		if cerr := <-childDone; cerr != nil {
+			t.Errorf("round %d: the group below: Remove: %v", i, cerr)
+		}
+		if err != nil {
+			t.Fatalf("round %d: Remove: %v", i, err)
+		}
+		if _, err := os.Stat(g.Path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("round %d: %s left behind while a group below removed itself (stat: %v)", i, g.Path, err)
+		}
+	}
+}
+
 func TestNewSessionRefuses(t *testing.T) {
 	cfg := requireSessions(t)
 	g := newGroup(t, cfg, Limits{})

@@ -206,7 +206,7 @@ func (g *Group) Remove(ctx context.Context) error {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	populated, err := g.Populated()
-	if errors.Is(err, fs.ErrNotExist) {
+	if gone(err) {
 		return nil
 	}
 	if err != nil {
@@ -215,29 +215,39 @@ func (g *Group) Remove(ctx context.Context) error {
 	if populated {
 		return fmt.Errorf("remove %s: the group still has processes (Kill it first)", g.Path)
 	}
-	var dirs []string
-	err = filepath.WalkDir(g.Path, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, path)
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
+	if err := removeTree(ctx, g.Path); err != nil {
+		return fmt.Errorf("remove %s: %w", g.Path, err)
+	}
+	return nil
+}
+
+// removeTree removes dir and the groups below it, deepest first (a cgroup
+// with child groups cannot be removed). A group below that disappears
+// meanwhile is no error: a nested session removes its own group at its
+// end, which may come while its parent session's end removes the tree
+// (stopping the walk there would leave the parent's group behind).
+func removeTree(ctx context.Context, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if gone(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", g.Path, err)
+		return err
 	}
-	// Deepest first: a cgroup with child groups cannot be removed.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := rmdirRetry(ctx, dirs[i]); err != nil {
-			return fmt.Errorf("remove %s: %w", g.Path, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(ctx, filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return rmdirRetry(ctx, dir)
+}
+
+// gone reports whether err says the group was removed: ENOENT, or ENODEV
+// for a file of a group removed after it was opened or looked up.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 // rmdirRetry retries EBUSY: a group whose last task just exited can stay busy
@@ -245,7 +255,7 @@ func (g *Group) Remove(ctx context.Context) error {
 func rmdirRetry(ctx context.Context, dir string) error {
 	for {
 		err := unix.Rmdir(dir)
-		if err == nil || errors.Is(err, unix.ENOENT) {
+		if err == nil || gone(err) {
 			return nil
 		}
 		if !errors.Is(err, unix.EBUSY) {
