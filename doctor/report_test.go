@@ -160,7 +160,7 @@ func TestFavorDynmodsLine(t *testing.T) {
 		want  string // "" when the report has no such line
 	}{
 		{"on", &on, "cgroup2 favordynmods  info  on: a nested session's launcher moves into its group without waiting"},
-		{"off", &off, "cgroup2 favordynmods  info  off: each nested session waits for an RCU grace period"},
+		{"off", &off, "cgroup2 favordynmods  info  off: each nested session may wait for an RCU grace period"},
 		{"no cgroup2", nil, ""},
 	}
 	for _, tt := range tests {
