@@ -85,6 +85,14 @@ type RunOptions struct {
 	KernelAudit *kernelaudit.Hub
 }
 
+// Slots hand Run a slot ready for its session (Slot: Linux only).
+type Slots interface {
+	// Claim takes the slot that serves a session of opts (netns: its plan
+	// asks for a private network namespace), never giving one twice, or
+	// says why there is none.
+	Claim(opts RunOptions, netns bool) (*Slot, string)
+}
+
 // AttachOptions are the inputs of Attach.
 type AttachOptions struct {
 	PID    int

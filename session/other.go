@@ -11,6 +11,10 @@ import (
 
 var errNotSupported = errors.New("sessions are not supported on this OS")
 
+// Slot is a session started ahead of its request (slot_linux.go); there
+// are none on this OS.
+type Slot struct{}
+
 // Run runs a command in a new session.
 func Run(ctx context.Context, opts RunOptions) (int, error) { return 0, errNotSupported }
 

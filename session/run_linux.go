@@ -190,6 +190,8 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
 		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
 		Command: opts.Argv, Layers: plan.Layers, PolicyDigest: digest, Started: started,
+		// The launcher's pid is the command's: it execs in place.
+		PID: l.pid(), Launcher: l.program,
 	}
 	for _, l := range opts.Layers {
 		entry.Layers = append(entry.Layers, l.Name())

@@ -151,14 +151,6 @@ func RemoveSlots(ctx context.Context, cfg cgroup.Config) ([]string, error) {
 	return removed, err
 }
 
-// Slots hand Run a slot ready for its session.
-type Slots interface {
-	// Claim takes the slot that serves a session of opts (netns: its plan
-	// asks for a private network namespace), never giving one twice, or
-	// says why there is none.
-	Claim(opts RunOptions, netns bool) (*Slot, string)
-}
-
 // claim is Run's start of a session's group and launcher through a
 // claimed slot: the group becomes a session's (listed) and gets the
 // session's limits. The slot is the session's from here: Run's end
