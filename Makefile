@@ -66,7 +66,9 @@ deb:
 # the BPF freshness check, qemu + Debian's kernel + busybox for the
 # kernel-test VM, iproute2/util-linux for network namespaces, git and
 # python3 for the workload tests; dpkg-dev, lintian, man-db, systemd
-# (systemd-analyze), zsh and fish for the package test (dist/). The agent
+# (systemd-analyze), zsh and fish for the package test (dist/);
+# libnss-extrausers, an NSS module that needs no server, for the test of
+# users only NSS knows (internal/account). The agent
 # tests install the real agent CLIs from the npm registry with node and npm
 # (DEPS_NODE, installed only when npm is missing: a machine with another
 # vendor's nodejs, which provides npm itself, conflicts with Debian's npm).
@@ -74,7 +76,7 @@ deb:
 DEPS_APT := ca-certificates xz-utils zstd git python3 iproute2 util-linux kmod \
 	clang-19 llvm-19 libbpf-dev linux-libc-dev \
 	qemu-system-x86 linux-image-amd64 busybox-static \
-	dpkg-dev lintian man-db systemd zsh fish
+	dpkg-dev lintian man-db systemd zsh fish libnss-extrausers
 DEPS_NODE := nodejs npm
 
 # Peers the session-start benchmark compares against (optional: reported
@@ -130,8 +132,11 @@ cross:
 		GOOS=$$os $(GO) test -exec true ./... >/dev/null; \
 	done
 
+# internal/account again without cgo: the build oxsupervise ships as
+# (STATIC), whose os/user reads only the files.
 unit:
 	$(GO) test $(UNIT_FLAGS) ./...
+	CGO_ENABLED=0 $(GO) test $(UNIT_FLAGS) ./internal/account/
 
 vm-kernels:
 	internal/vmtest/fetch-kernel.sh $(CODENAME)-backports $(VMTEST_BACKPORTS)
