@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"strconv"
 
 	"github.com/spf13/pflag"
 
+	"github.com/openoxide/oxsupervise/internal/account"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -46,33 +46,18 @@ func resolveTarget(flagUser string) (*target, error) {
 		t.groups = gids
 		return t, nil
 	}
-	var u *user.User
-	var err error
-	if _, nerr := strconv.Atoi(spec); nerr == nil {
-		u, err = user.LookupId(spec)
-	} else {
-		u, err = user.Lookup(spec)
-	}
+	// Through internal/account: this program is static (no cgo), and
+	// the account package asks NSS itself for what /etc/passwd lacks.
+	u, err := account.Lookup(spec)
 	if err != nil {
-		return nil, fmt.Errorf("user %q: %w", spec, err)
+		return nil, err
 	}
-	t := &target{name: u.Username, home: u.HomeDir, switched: true}
-	t.uid, _ = strconv.Atoi(u.Uid)
-	t.gid, _ = strconv.Atoi(u.Gid)
+	t := &target{uid: u.UID, gid: u.GID, name: u.Name, home: u.Home, groups: u.Groups, switched: true}
 	if flagUser == "" {
 		if g := os.Getenv("SUDO_GID"); g != "" {
 			if n, err := strconv.Atoi(g); err == nil {
 				t.gid = n
 			}
-		}
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("groups of user %s: %w", u.Username, err)
-	}
-	for _, id := range ids {
-		if n, err := strconv.Atoi(id); err == nil {
-			t.groups = append(t.groups, n)
 		}
 	}
 	return t, nil
