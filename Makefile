@@ -36,9 +36,17 @@ all: build
 # ./cmd/NAME: beside it in bin/, in PREFIX/libexec/oxsupervise when
 # installed.
 COMPANIONS := oxsupervise-launch oxsupervised
+# The programs built without cgo, static: those every start of a session
+# or a client request executes skip the dynamic loader and libc's start
+# (~1.4 ms a start measured). oxsupervise finds users that only NSS knows
+# through internal/account (glibc's getent), the launcher looks up none.
+# The long-lived daemon keeps cgo: os/user asks NSS in its own process.
+STATIC     := oxsupervise oxsupervise-launch
+DYNAMIC    := $(filter-out $(STATIC),oxsupervise $(COMPANIONS))
 
 build:
-	$(GO) build -o bin/ ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS))
+	CGO_ENABLED=0 $(GO) build -o bin/ $(addprefix ./cmd/,$(STATIC))
+	$(GO) build -o bin/ $(addprefix ./cmd/,$(DYNAMIC))
 
 # Install for other distributions: the binary and its companions, the
 # systemd unit (naming BINDIR), man pages and completions generated from the verbs' --help
@@ -54,13 +62,14 @@ install:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	v=$$(dist/version.sh); \
 	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
-	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/" ./cmd/oxsupervise $(addprefix ./cmd/,$(COMPANIONS)); \
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/" $(addprefix ./cmd/,$(STATIC)); \
+	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o "$$tmp/" $(addprefix ./cmd/,$(DYNAMIC)); \
 	$(GO) run ./internal/clidoc/cmd/clidoc --bin "$$tmp/oxsupervise" --version "$$v" \
 		--date "$$(date -u -d "@$$epoch" +%Y-%m-%d)" --out "$$tmp/doc"; \
 	BIN="$$tmp/oxsupervise" COMPANIONS="$(COMPANIONS)" DOCGEN="$$tmp/doc" PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" dist/install.sh
 
 deb:
-	@DEBDIR="$(DEBDIR)" GO="$(GO)" COMPANIONS="$(COMPANIONS)" dist/deb/build.sh
+	@DEBDIR="$(DEBDIR)" GO="$(GO)" COMPANIONS="$(COMPANIONS)" STATIC="$(STATIC)" dist/deb/build.sh
 
 # Debian/Ubuntu packages the tests need: clang-19 and libbpf headers for
 # the BPF freshness check, qemu + Debian's kernel + busybox for the

@@ -50,7 +50,10 @@ func TestMain(m *testing.M) {
 	// The launcher program beside it, as installed: sessions use it.
 	launcherProgram = filepath.Join(dir, "oxsupervise-launch")
 	for _, b := range [][2]string{{bin, "../cmd/oxsupervise"}, {launcherProgram, "../cmd/oxsupervise-launch"}, {fsop, "./testdata/fsop"}} {
-		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
+		// Without cgo, as the Makefile builds oxsupervise and the launcher.
+		cmd := exec.Command("go", "build", "-o", b[0], b[1])
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b[1], err, out)
 			os.RemoveAll(dir)

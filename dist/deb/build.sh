@@ -22,15 +22,22 @@ trap 'rm -rf "$work"' EXIT
 stage=$work/root
 mkdir -m 0755 "$stage"
 
-# Debian's hardening: position-independent, full RELRO, bind now.
-"$GO" build -trimpath -buildmode=pie \
-	-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
-	-o "$work/" ./cmd/oxsupervise $(for c in $COMPANIONS; do [ "$c" = oxsupervise-launch ] || echo "./cmd/$c"; done)
-# The session launcher links no C library (package launcher: the standard
-# library and x/sys, no cgo): static, so that each session's start skips
-# the dynamic loader (dist/deb/lintian-overrides says so to lintian). The
-# other companions are built like oxsupervise.
-CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/oxsupervise-launch" ./cmd/oxsupervise-launch
+# STATIC (the Makefile's list) are built without cgo: oxsupervise and the
+# session launcher start for every session and client request, and a
+# static program skips the dynamic loader and libc's start
+# (dist/deb/lintian-overrides says so to lintian). oxsupervise asks NSS
+# through getent (libc-bin, essential) for users /etc/passwd lacks
+# (internal/account). The others keep cgo and Debian's hardening:
+# position-independent, full RELRO, bind now.
+: "${STATIC:?STATIC= the programs built without cgo (make deb passes the Makefile list)}"
+for p in oxsupervise $COMPANIONS; do
+	case " $STATIC " in
+	*" $p "*) CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$work/$p" "./cmd/$p" ;;
+	*) "$GO" build -trimpath -buildmode=pie \
+		-ldflags "-s -w -X main.version=$VERSION -extldflags '-Wl,-z,relro -Wl,-z,now'" \
+		-o "$work/$p" "./cmd/$p" ;;
+	esac
+done
 "$GO" run ./internal/clidoc/cmd/clidoc --bin "$work/oxsupervise" --version "$VERSION" \
 	--date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --out "$work/doc"
 
@@ -48,9 +55,9 @@ sed -e "s|@VERSION@|$VERSION|" -e "s|@REVISION@|$(git rev-parse --short HEAD 2>/
 	-e "s|@DATE@|$(date -u -R -d "@$SOURCE_DATE_EPOCH")|" dist/deb/changelog.in | gzip -9n >"$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
-# Shared-library dependencies as dpkg-shlibdeps finds them (libc6 for a
-# cgo build, which resolves users and groups through NSS; none for a
-# static build), plus deb-systemd-helper for the maintainer scripts.
+# Shared-library dependencies as dpkg-shlibdeps finds them (libc6 for the
+# cgo daemon, which resolves users and groups through NSS; none for the
+# static programs), plus deb-systemd-helper for the maintainer scripts.
 mkdir "$work/shlibs" "$work/shlibs/debian"
 printf 'Source: oxsupervise\n\nPackage: oxsupervise\nArchitecture: any\n' >"$work/shlibs/debian/control"
 shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/oxsupervise" \
