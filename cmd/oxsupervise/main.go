@@ -85,7 +85,9 @@ func usage(w io.Writer) {
 //     (`version` 6.7 -> 4.8 ms, 400 -> 268 syscalls; `run -- true` ~1.8 ms
 //     of CPU). Users only NSS knows (LDAP, SSSD, systemd) are still found:
 //     internal/account asks glibc's getent for what /etc/passwd and
-//     /etc/group do not answer (TestCLILooksUpUsersThroughAccount keeps
+//     /etc/group do not answer; a sudo or --user run where the group
+//     database is more than files pays one getent run (~0.5 ms) of the
+//     gain back (TestCLILooksUpUsersThroughAccount keeps
 //     other lookups out); the net package's cgo resolver is never needed
 //     (the DNS this program does goes to resolv.conf's servers itself).
 //   - package cgroup builds on containerd/cgroups/v3 (the design's choice),

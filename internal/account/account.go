@@ -6,7 +6,11 @@
 // with cgo; from /etc/passwd and /etc/group without), and what it does not
 // know, NSS answers through glibc's getent program (getent.go). So a
 // static CLI still finds users that only LDAP, SSSD, systemd or another
-// NSS module knows, and pays for NSS only when the files do not answer.
+// NSS module knows, and pays for NSS (one getent run, ~0.5 ms) only when
+// the files cannot be the whole answer: a user /etc/passwd lacks, or the
+// groups of any user where nsswitch.conf's group database names more
+// than files (Debian's default, "files systemd": nss-systemd can add
+// memberships from userdb).
 package account
 
 import (
