@@ -256,10 +256,11 @@ func (l *launched) waiting() bool {
 }
 
 // run gives the launcher spec and waits for the command. When
-// spec.ExecGate is set, the launcher stops after building its mount
-// namespace; activate applies the gated layers then, and the launcher
-// goes on (drops privileges, applies Landlock, execs) only once it
-// succeeded, so nothing of the command runs without them. The caller
+// spec.ExecGate is set, the launcher says when its mount namespace is
+// built; activate applies the gated layers then, while the launcher
+// narrows itself (Landlock, credentials, seccomp), and the launcher execs
+// only once activate succeeded, so nothing of the command runs without
+// them. The caller
 // releases l once the session has settled (runEnd.release): its signal
 // relay no longer forwards anything, and undoing it waits for the
 // runtime (signal.Stop).
@@ -283,8 +284,14 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, sh
 				return 0, err
 			}
 			if _, err := l.specConn.Write([]byte{launcher.GateGo}); err != nil {
+				// The launcher went away at the gate: it failed in
+				// what it does while the layers are activated (its
+				// status says what), or was killed.
 				cmd.Process.Kill()
 				cmd.Wait()
+				if status, _ := io.ReadAll(l.statusR); len(status) > 0 {
+					return launchFailed(status, LayerMountNS)
+				}
 				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
 			}
 		}
