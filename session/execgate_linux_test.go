@@ -124,3 +124,42 @@ func TestRunExecGateNarrowingFails(t *testing.T) {
 		t.Errorf("registry entries left behind: %v", entries)
 	}
 }
+
+// TestStatusPipe proves the supervisor's end of the launcher's status
+// pipe blocks (its read waits on its thread, not in the runtime's
+// poller) and that neither end leaks into another child.
+func TestStatusPipe(t *testing.T) {
+	r, w, err := statusPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, f := range []*os.File{r, w} {
+		fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fl&unix.O_NONBLOCK != 0 {
+			t.Errorf("%s: O_NONBLOCK set", f.Name())
+		}
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fd&unix.FD_CLOEXEC == 0 {
+			t.Errorf("%s: not close-on-exec", f.Name())
+		}
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b := make([]byte, 4)
+	if n, err := r.Read(b); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("read %q, %v; want x", b[:n], err)
+	}
+	if n, err := r.Read(b); n != 0 || err == nil {
+		t.Fatalf("read after the writer closed: %d, %v; want EOF", n, err)
+	}
+}

@@ -187,7 +187,7 @@ func forkLauncher(selfExe string, group *cgroup.Group, netns bool) (*launched, e
 	}
 	specConn, specChild := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec-launcher")
 	files = append(files, specChild)
-	statusR, statusW, err := os.Pipe()
+	statusR, statusW, err := statusPipe()
 	if err != nil {
 		closeAll()
 		specConn.Close()
@@ -222,6 +222,21 @@ func forkLauncher(selfExe string, group *cgroup.Group, netns bool) (*launched, e
 	// The launcher's ends, now its own.
 	closeAll()
 	return &launched{cmd: x.cmd, specConn: specConn, statusR: statusR, program: x.program}, nil
+}
+
+// statusPipe is a launcher's status pipe (launcher.StatusFD, close-on-exec
+// in the launcher: EOF means the command was executed). The supervisor's
+// end blocks: the read that waits for the exec blocks its thread, and the
+// EOF wakes that thread. On a non-blocking pipe (os.Pipe) the EOF woke
+// the runtime's network poller first, which then handed the goroutine to
+// the thread it is locked to (startLauncher): a second wake-up between
+// the exec and the supervisor learning of it.
+func statusPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("status pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "status"), os.NewFile(uintptr(p[1]), "status-launcher"), nil
 }
 
 func (l *launched) pid() int { return l.cmd.Process.Pid }
