@@ -125,6 +125,54 @@ func TestRunExecGateNarrowingFails(t *testing.T) {
 	}
 }
 
+// aheadLayer counts its attachAhead calls and their releases.
+type aheadLayer struct {
+	gatedLayer
+	attached, released int
+}
+
+func (a *aheadLayer) attachAhead() func() {
+	a.attached++
+	return func() { a.released++ }
+}
+
+// TestAttachAhead proves attachAhead attaches every layer that attaches
+// ahead (on its own goroutine) and that its release waits for that and
+// releases each once, however often it is called.
+func TestAttachAhead(t *testing.T) {
+	tests := []struct {
+		name     string
+		layers   int
+		releases int
+	}{
+		{"none", 0, 1},
+		{"one", 1, 1},
+		{"two, released twice", 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var layers []SessionLayer
+			var ahead []*aheadLayer
+			for i := 0; i < tt.layers; i++ {
+				a := &aheadLayer{}
+				ahead = append(ahead, a)
+				layers = append(layers, a)
+			}
+			// A layer without attachAhead is left alone.
+			layers = append(layers, &gatedLayer{})
+			release := attachAhead(layers)
+			for i := 0; i < tt.releases; i++ {
+				release()
+			}
+			for i, a := range ahead {
+				if a.attached != 1 || a.released != 1 {
+					t.Errorf("layer %d: attached %d, released %d times, want 1 and 1", i, a.attached, a.released)
+				}
+			}
+		})
+	}
+}
+
 // TestStatusPipe proves the supervisor's end of the launcher's status
 // pipe blocks (its read waits on its thread, not in the runtime's
 // poller) and that neither end leaks into another child.
