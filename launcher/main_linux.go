@@ -96,20 +96,39 @@ func buildBoundary(spec *Spec, supervisor int) (Step, error) {
 		}
 	}
 	if spec.ExecGate {
-		// From here on the session's BPF-LSM rules apply to this process
-		// too: no more mounts. Everything after this only narrows what
-		// the launcher may do, and then it execs.
-		if err := awaitExecGate(); err != nil {
+		// From here on the session's BPF-LSM rules may apply to this
+		// process too: no more mounts. Everything after this only
+		// narrows what the launcher may do, and then it execs.
+		if err := signalMountsDone(); err != nil {
 			return StepExecGate, err
 		}
 	}
+	// While the supervisor activates the gated layers, the launcher
+	// narrows itself: none of it needs those layers, nothing of the
+	// command runs before the exec, and the exec waits for the gate.
+	if step, err := narrow(spec, supervisor); err != nil {
+		return step, err
+	}
+	if spec.ExecGate {
+		if err := awaitGateGo(); err != nil {
+			return StepExecGate, err
+		}
+	}
+	return "", nil
+}
+
+// narrow is everything after the mount namespace: the Landlock ruleset
+// (its paths resolved in the finished namespace), the inherited
+// descriptors, the credentials, the Landlock domain and the seccomp
+// filter, in that order.
+func narrow(spec *Spec, supervisor int) (Step, error) {
 	prepared, err := spec.Landlock.Prepare()
 	if err != nil {
 		return StepLandlock, err
 	}
 	// Every inherited descriptor beyond stdio (and the ruleset and status
-	// fds) disappears at exec: sockets or files opened outside the session
-	// would bypass its rules.
+	// fds, and the exec gate) disappears at exec: sockets or files opened
+	// outside the session would bypass its rules.
 	if err := cloexecFrom(3); err != nil {
 		return StepDescriptors, fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
 	}
@@ -204,19 +223,38 @@ func loopbackUp() error {
 	return nil
 }
 
-// awaitExecGate tells the supervisor the mounts are done and waits until
-// it has activated the gated layers; the spec channel is the gate.
-func awaitExecGate() error {
-	gate := os.NewFile(SpecFD, "exec-gate")
-	defer gate.Close()
-	if _, err := gate.Write([]byte{GateMountsDone}); err != nil {
-		return fmt.Errorf("exec gate: %w", err)
+// signalMountsDone tells the supervisor, on the exec gate (the spec
+// channel), that the mount namespace is built.
+func signalMountsDone() error {
+	msg := [1]byte{GateMountsDone}
+	for {
+		_, err := unix.Write(SpecFD, msg[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("exec gate: %w", err)
+		}
+		return nil
 	}
+}
+
+// awaitGateGo waits until the supervisor has activated the gated layers
+// (GateGo on the exec gate) and closes the gate. Anything else, the
+// supervisor's end closed included, fails the launch.
+func awaitGateGo() error {
+	defer unix.Close(SpecFD)
 	var msg [1]byte
-	if n, err := gate.Read(msg[:]); n != 1 || msg[0] != GateGo {
-		return fmt.Errorf("exec gate: the supervisor did not activate the session's layers (%v)", err)
+	for {
+		n, err := unix.Read(SpecFD, msg[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if n != 1 || msg[0] != GateGo {
+			return fmt.Errorf("exec gate: the supervisor did not activate the session's layers (%v)", err)
+		}
+		return nil
 	}
-	return nil
 }
 
 func fdOpen(fd int) bool {

@@ -12,16 +12,17 @@ const (
 	// SpecFD is the spec channel, a Unix socket to the supervisor: the
 	// Spec and the session's descriptors come on it (channel_linux.go),
 	// and with Spec.ExecGate it is the exec gate afterwards: the launcher
-	// sends GateMountsDone once its mount namespace is built and waits for
-	// GateGo before it goes on.
+	// sends GateMountsDone once its mount namespace is built, narrows
+	// itself (Landlock, credentials, seccomp) meanwhile, and waits for
+	// GateGo before it execs.
 	SpecFD   = 3
 	StatusFD = 4 // close-on-exec: EOF means the command was executed
 )
 
 // Exec gate messages on SpecFD.
 const (
-	GateMountsDone = 'm' // launcher: mount namespace built, nothing else done
-	GateGo         = 'g' // supervisor: gated layers active, go on to exec
+	GateMountsDone = 'm' // launcher: mount namespace built, no mount follows
+	GateGo         = 'g' // supervisor: gated layers active, exec
 )
 
 // SpecVersion is the version of Spec this launcher understands. The
@@ -57,9 +58,10 @@ type Spec struct {
 	// LoopbackUp brings up lo in the launcher's private network namespace
 	// (only meaningful when the supervisor cloned one).
 	LoopbackUp bool `json:"loopback_up,omitempty"`
-	// ExecGate makes the launcher wait at the exec gate (SpecFD) after
-	// building its mount namespace: the supervisor activates the layers
-	// that would refuse those mounts (BPF-LSM) only then.
+	// ExecGate makes the launcher report on the exec gate (SpecFD) once
+	// its mount namespace is built, and exec only once the supervisor
+	// answers: the supervisor activates the layers that would refuse
+	// those mounts (BPF-LSM) in between.
 	ExecGate bool `json:"exec_gate,omitempty"`
 	// Nested is a nested session's launcher: started by the nested `run`
 	// inside its parent session, which has no privilege left to use. It

@@ -187,7 +187,7 @@ func forkLauncher(selfExe string, group *cgroup.Group, netns bool) (*launched, e
 	}
 	specConn, specChild := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec-launcher")
 	files = append(files, specChild)
-	statusR, statusW, err := os.Pipe()
+	statusR, statusW, err := statusPipe()
 	if err != nil {
 		closeAll()
 		specConn.Close()
@@ -224,6 +224,21 @@ func forkLauncher(selfExe string, group *cgroup.Group, netns bool) (*launched, e
 	return &launched{cmd: x.cmd, specConn: specConn, statusR: statusR, program: x.program}, nil
 }
 
+// statusPipe is a launcher's status pipe (launcher.StatusFD, close-on-exec
+// in the launcher: EOF means the command was executed). The supervisor's
+// end blocks: the read that waits for the exec blocks its thread, and the
+// EOF wakes that thread. On a non-blocking pipe (os.Pipe) the EOF woke
+// the runtime's network poller first, which then handed the goroutine to
+// the thread it is locked to (startLauncher): a second wake-up between
+// the exec and the supervisor learning of it.
+func statusPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("status pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "status"), os.NewFile(uintptr(p[1]), "status-launcher"), nil
+}
+
 func (l *launched) pid() int { return l.cmd.Process.Pid }
 
 // release ends what startLauncher (or a Slot and its claim) set up for
@@ -256,10 +271,11 @@ func (l *launched) waiting() bool {
 }
 
 // run gives the launcher spec and waits for the command. When
-// spec.ExecGate is set, the launcher stops after building its mount
-// namespace; activate applies the gated layers then, and the launcher
-// goes on (drops privileges, applies Landlock, execs) only once it
-// succeeded, so nothing of the command runs without them. The caller
+// spec.ExecGate is set, the launcher says when its mount namespace is
+// built; activate applies the gated layers then, while the launcher
+// narrows itself (Landlock, credentials, seccomp), and the launcher execs
+// only once activate succeeded, so nothing of the command runs without
+// them. The caller
 // releases l once the session has settled (runEnd.release): its signal
 // relay no longer forwards anything, and undoing it waits for the
 // runtime (signal.Stop).
@@ -283,8 +299,14 @@ func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, sh
 				return 0, err
 			}
 			if _, err := l.specConn.Write([]byte{launcher.GateGo}); err != nil {
+				// The launcher went away at the gate: it failed in
+				// what it does while the layers are activated (its
+				// status says what), or was killed.
 				cmd.Process.Kill()
 				cmd.Wait()
+				if status, _ := io.ReadAll(l.statusR); len(status) > 0 {
+					return launchFailed(status, LayerMountNS)
+				}
 				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
 			}
 		}

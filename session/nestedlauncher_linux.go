@@ -54,7 +54,7 @@ func StartNestedLauncher(stdin, stdout, stderr *os.File) (*NestedLauncher, error
 	}
 	specConn, specChild := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec-launcher")
 	defer specChild.Close()
-	statusR, statusW, err := os.Pipe()
+	statusR, statusW, err := statusPipe()
 	if err != nil {
 		specConn.Close()
 		return nil, &BoundaryError{Layer: LayerLandlock, Err: err}

@@ -1,0 +1,213 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/landlock"
+	"github.com/openoxide/oxsupervise/policy"
+)
+
+// launcherGoneLayer is an exec-gated layer that, once applied, waits for
+// the session's launcher to exit: the launcher failed in what it does
+// while the gate is open, and the supervisor's GateGo then finds the
+// gate closed (EPIPE).
+type launcherGoneLayer struct {
+	applied, tornDown bool
+	err               error
+}
+
+func (g *launcherGoneLayer) Name() string         { return "fake-gated-wait" }
+func (g *launcherGoneLayer) activatesBeforeExec() {}
+
+func (g *launcherGoneLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Context) error, error) {
+	g.applied = true
+	b, err := os.ReadFile(filepath.Join(s.CgroupPath, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	pids := strings.Fields(string(b))
+	if len(pids) != 1 {
+		g.err = errors.New("the session group holds " + strings.Join(pids, ",") + ", want the launcher alone")
+		return nil, g.err
+	}
+	pid, _ := strconv.Atoi(pids[0])
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		g.err = err
+		return nil, err
+	}
+	defer unix.Close(fd)
+	// A pidfd polls readable once its process has exited.
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 {
+			g.err = err
+			return nil, err
+		}
+		break
+	}
+	return func(context.Context) error { g.tornDown = true; return nil }, nil
+}
+
+// TestRunExecGateNarrowingFails proves that a launcher that fails in what
+// it does while the gated layers are activated (here its chdir, part of
+// the credentials it takes on) is reported as that failure, not as the
+// closed gate the supervisor then finds: nothing ran, the gated layer is
+// undone and the registry is clean.
+func TestRunExecGateNarrowingFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: run creates cgroups and mount namespaces")
+	}
+	if _, err := landlock.ABI(); err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: landlock unavailable (%v): run needs a filesystem layer", err)
+	}
+	base, err := os.MkdirTemp("/var/tmp", "oxs-gatefail-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	ws := filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	wsAnchor := policy.Anchor{Path: ws, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true}
+	c := &policy.Compiled{
+		SchemaVersion: policy.CompiledSchemaVersion, Mode: policy.ModeWorkspaceWrite, FilesystemRules: true,
+		ReadAccess: policy.ReadAccessFull, Workspace: wsAnchor, WritableRoots: []policy.Anchor{wsAnchor},
+		Audit: policy.Audit{Path: filepath.Join(base, "audit.jsonl")},
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := Registry{Dir: filepath.Join(base, "registry")}
+	marker := filepath.Join(ws, "marker")
+	gone := &launcherGoneLayer{}
+	_, err = Run(context.Background(), RunOptions{
+		Policy: c, Argv: []string{"touch", marker}, Env: []string{"PATH=/usr/bin:/bin"},
+		Dir: filepath.Join(ws, "missing"), SelfExe: self, Registry: reg, Layers: []SessionLayer{gone},
+	})
+	if gone.err != nil {
+		t.Fatalf("gated layer: %v", gone.err)
+	}
+	if !gone.applied {
+		t.Fatal("the gated layer was never applied: the launcher failed before its gate")
+	}
+	var be *BoundaryError
+	if !errors.As(err, &be) || be.Layer != "credentials" || !strings.Contains(be.Error(), "chdir") {
+		t.Fatalf("Run with a launcher failing at the gate: %v, want a BoundaryError of layer credentials naming the chdir", err)
+	}
+	if !gone.tornDown {
+		t.Error("the gated layer was not undone")
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command ran: %v", err)
+	}
+	if entries, _ := os.ReadDir(reg.Dir); len(entries) != 0 {
+		t.Errorf("registry entries left behind: %v", entries)
+	}
+}
+
+// aheadLayer counts its attachAhead calls and their releases.
+type aheadLayer struct {
+	gatedLayer
+	attached, released int
+}
+
+func (a *aheadLayer) attachAhead() func() {
+	a.attached++
+	return func() { a.released++ }
+}
+
+// TestAttachAhead proves attachAhead attaches every layer that attaches
+// ahead (on its own goroutine) and that its release waits for that and
+// releases each once, however often it is called.
+func TestAttachAhead(t *testing.T) {
+	tests := []struct {
+		name     string
+		layers   int
+		releases int
+	}{
+		{"none", 0, 1},
+		{"one", 1, 1},
+		{"two, released twice", 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var layers []SessionLayer
+			var ahead []*aheadLayer
+			for i := 0; i < tt.layers; i++ {
+				a := &aheadLayer{}
+				ahead = append(ahead, a)
+				layers = append(layers, a)
+			}
+			// A layer without attachAhead is left alone.
+			layers = append(layers, &gatedLayer{})
+			release := attachAhead(layers)
+			for i := 0; i < tt.releases; i++ {
+				release()
+			}
+			for i, a := range ahead {
+				if a.attached != 1 || a.released != 1 {
+					t.Errorf("layer %d: attached %d, released %d times, want 1 and 1", i, a.attached, a.released)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusPipe proves the supervisor's end of the launcher's status
+// pipe blocks (its read waits on its thread, not in the runtime's
+// poller) and that neither end leaks into another child.
+func TestStatusPipe(t *testing.T) {
+	r, w, err := statusPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, f := range []*os.File{r, w} {
+		fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fl&unix.O_NONBLOCK != 0 {
+			t.Errorf("%s: O_NONBLOCK set", f.Name())
+		}
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fd&unix.FD_CLOEXEC == 0 {
+			t.Errorf("%s: not close-on-exec", f.Name())
+		}
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b := make([]byte, 4)
+	if n, err := r.Read(b); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("read %q, %v; want x", b[:n], err)
+	}
+	if n, err := r.Read(b); n != 0 || err == nil {
+		t.Fatalf("read after the writer closed: %d, %v; want EOF", n, err)
+	}
+}
