@@ -169,6 +169,14 @@ func New(opts Options) (*Server, error) {
 	if opts.bodyTimeout <= 0 {
 		opts.bodyTimeout = DefaultBodyTimeout
 	}
+	// The cgroup2 mount is found once: every run request hands this
+	// Config to the nest socket and to the next slot, each of which would
+	// read /proc/self/mountinfo again (0.1 ms each, issue 18); with the
+	// mount known they only check it is still cgroup2 (statfs). When it
+	// cannot be found now, each use keeps failing as it would have.
+	if cg, err := opts.Cgroup.Resolved(); err == nil {
+		opts.Cgroup = cg
+	}
 	zl := zerolog.New(opts.Log).With().Timestamp().Str("component", "oxsupervise-daemon").Logger()
 	s := &Server{
 		opts: opts, adminGID: -1,
