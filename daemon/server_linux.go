@@ -103,6 +103,10 @@ type Server struct {
 	// counters are nil unless the managed policy turns metrics on
 	// (observe_linux.go).
 	counters observe.Counters
+	// parsed keeps the parse of the policy files every request reads
+	// again (managed, the users', the workspaces'): each is still read
+	// per request, as its user, and parsed again once its bytes change.
+	parsed *policy.ParseCache
 	// enf are the session layers built once in Serve.
 	enf *enforcement
 	// kaudit is the kernel audit reader every run session shares, opened
@@ -182,6 +186,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, adminGID: -1,
 		zl: zl, log: log.New(zl.With().Str("level", "info").Logger(), "", 0),
 		stopping: make(chan struct{}),
+		parsed:   policy.NewParseCache(),
 		// Replaced by the layers Serve builds; until then nothing is.
 		enf: &enforcement{attached: map[uint64][]teardown{},
 			netErr: errNotServing, fsErr: errNotServing},
