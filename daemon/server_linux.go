@@ -103,6 +103,10 @@ type Server struct {
 	// counters are nil unless the managed policy turns metrics on
 	// (observe_linux.go).
 	counters observe.Counters
+	// parsed keeps the parse of the policy files every request reads
+	// again (managed, the users', the workspaces'): each is still read
+	// per request, as its user, and parsed again once its bytes change.
+	parsed *policy.ParseCache
 	// enf are the session layers built once in Serve.
 	enf *enforcement
 	// kaudit is the kernel audit reader every run session shares, opened
@@ -169,11 +173,20 @@ func New(opts Options) (*Server, error) {
 	if opts.bodyTimeout <= 0 {
 		opts.bodyTimeout = DefaultBodyTimeout
 	}
+	// The cgroup2 mount is found once: every run request hands this
+	// Config to the nest socket and to the next slot, each of which would
+	// read /proc/self/mountinfo again (0.1 ms each, issue 18); with the
+	// mount known they only check it is still cgroup2 (statfs). When it
+	// cannot be found now, each use keeps failing as it would have.
+	if cg, err := opts.Cgroup.Resolved(); err == nil {
+		opts.Cgroup = cg
+	}
 	zl := zerolog.New(opts.Log).With().Timestamp().Str("component", "oxsupervise-daemon").Logger()
 	s := &Server{
 		opts: opts, adminGID: -1,
 		zl: zl, log: log.New(zl.With().Str("level", "info").Logger(), "", 0),
 		stopping: make(chan struct{}),
+		parsed:   policy.NewParseCache(),
 		// Replaced by the layers Serve builds; until then nothing is.
 		enf: &enforcement{attached: map[uint64][]teardown{},
 			netErr: errNotServing, fsErr: errNotServing},

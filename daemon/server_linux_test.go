@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/cgroup"
 )
 
 // An unprivileged user runs a confined command through the daemon: output
@@ -300,4 +303,22 @@ func TestRunSignalsAndClientDeath(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitGone(id)
+}
+
+// The daemon finds its cgroup2 mount once: the Config every run request
+// hands on already names it.
+func TestNewResolvesTheCgroupMount(t *testing.T) {
+	want, err := cgroup.Cgroup2Mount()
+	if err != nil {
+		t.Fatalf("this test needs a cgroup2 mount: %v", err)
+	}
+	dir := t.TempDir()
+	srv, err := New(Options{Socket: filepath.Join(dir, "api.sock"), AuditPath: filepath.Join(dir, "audit.jsonl"), Log: io.Discard,
+		Cgroup: cgroup.Config{Parent: "oxtest-resolve"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.opts.Cgroup; got.Mount != want || got.Parent != "oxtest-resolve" {
+		t.Errorf("the server's cgroup config is %+v, want mount %s and the parent given", got, want)
+	}
 }

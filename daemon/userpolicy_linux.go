@@ -55,6 +55,7 @@ func (s *Server) loadPolicy(cred credential, home string, flags PolicyFlags, dir
 			Env:        envLookup(env),
 			Warn:       warn,
 			ScanCache:  cache,
+			ParseCache: s.parsed,
 			Argv:       argv,
 			AgentState: agentOwner(argv, cred),
 		})

@@ -113,7 +113,7 @@ type NestOptions struct {
 // RunNesting is Run for a session whose commands may run nested sessions
 // inside it: the supervisor serves them for the session's lifetime.
 func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest NestOptions) (int, error) {
-	plan, err := h.Plan(planner.Run, opts.Policy, planner.Probe(opts.Unavailable), planner.Options{})
+	plan, err := h.Plan(planner.Run, opts.Policy, planner.ProbeIn(opts.Cgroup, opts.Unavailable), planner.Options{})
 	if err != nil {
 		return 0, err
 	}

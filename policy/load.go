@@ -69,6 +69,9 @@ type LoadOptions struct {
 	// Argv is the command the session runs, from which the agent profile
 	// is detected (package agent); nil for none.
 	Argv []string
+	// ParseCache, when set, keeps the parse of files whose bytes have not
+	// changed since an earlier Load (a daemon's); nil parses every file.
+	ParseCache *ParseCache
 	// AgentState, when set, has the agent profile's missing state
 	// entries created for that user before compiling (run does this;
 	// policy show does not change the filesystem).

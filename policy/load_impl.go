@@ -45,7 +45,7 @@ func resolve(opts LoadOptions) (*Resolved, *Effective, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy: read %s: %w", f.path, err)
 		}
-		d, err := parseTOML(f.path, data)
+		d, err := opts.ParseCache.parse(f.path, data)
 		if err != nil {
 			return nil, nil, err
 		}
