@@ -122,7 +122,19 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 		// session it serves, opened while the session is built; closed
 		// after the nest server (deferred below, so it runs first).
 		hub := kernelaudit.StartHub(kernelaudit.Options{Cgroup: opts.Cgroup})
-		defer hub.Close()
+		if !opts.ExitAfter {
+			defer hub.Close()
+		}
+		// A process that exits once Run returns leaves the reader to
+		// its exit: by then every subscription has drained (Run and
+		// each nested session waited for their marker), so the reader
+		// hands nothing to anyone any more, and without RestoreOnClose
+		// its Close only stops its goroutine and closes its socket,
+		// which the exit closes as well. Close would write a marker of
+		// its own into the audit stream and wait for kauditd to
+		// deliver it back (the one way to wake a blocked netlink
+		// receive), then ask the audit subsystem for its status: a
+		// round trip through another thread and ~12 system calls.
 		opts.KernelAudit = hub
 	}
 	srv, err := listenNest(h, plan, opts, nest)

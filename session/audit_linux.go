@@ -264,13 +264,17 @@ func stopRecord(e *Entry, code int, err error) *audit.Record {
 }
 
 // endKernelAudit starts the kernel audit drain (Reader.Run's marker) once
-// the session's processes are gone; settle waits for it to finish.
+// the session's processes are gone; settle waits for it to finish. The
+// shared reader's marker is written from a goroutine of its own, as the
+// reader's own is (Run): writing it is a request to the audit subsystem
+// and its acknowledgement, which the rest of the session's end need not
+// wait for (settle's Wait does, if it comes first).
 func (a *auditor) endKernelAudit() {
 	if a.cancel != nil {
 		a.cancel()
 	}
 	if a.sub != nil {
-		a.sub.Drain()
+		go a.sub.Drain()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,11 @@ type sandboxCaches struct {
 	created []string
 	policy  *policy.Compiled // the session's policy with root as a writable root
 	env     []string         // the session's environment pointing the tools at root
+
+	// removal removes the created directories once (startClose);
+	// removed is closed when it is done.
+	removal sync.Once
+	removed chan struct{}
 }
 
 // cacheVars are the variables that point each tool at its directory below
@@ -185,10 +191,35 @@ func removeEmpty(created []string) {
 	}
 }
 
-// close removes the cache directories this session created and did not
-// use.
-func (c *sandboxCaches) close() {
-	if c != nil {
-		removeEmpty(c.created)
+// startClose starts removing the cache directories this session created
+// and did not use, once nothing of the session runs any more: the
+// removal (an rmdir each, 0.05-0.1 ms apiece on a journalled filesystem,
+// and a user's sessions create those of the tools they never use every
+// time) then runs beside the rest of the session's end rather than after
+// it. close waits for it.
+func (c *sandboxCaches) startClose() {
+	if c == nil {
+		return
 	}
+	c.removal.Do(func() {
+		c.removed = make(chan struct{})
+		if len(c.created) == 0 {
+			close(c.removed)
+			return
+		}
+		go func() {
+			defer close(c.removed)
+			removeEmpty(c.created)
+		}()
+	})
+}
+
+// close removes the cache directories this session created and did not
+// use (startClose), and returns once they are gone.
+func (c *sandboxCaches) close() {
+	if c == nil {
+		return
+	}
+	c.startClose()
+	<-c.removed
 }

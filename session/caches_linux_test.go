@@ -59,3 +59,48 @@ func TestPrepareSandboxCaches(t *testing.T) {
 		t.Errorf("home of another user: %v", err)
 	}
 }
+
+// The directories a session created are removed at its end when it left
+// them empty, and only those: startClose starts it, close returns once it
+// is done, and either may come first or be repeated.
+func TestSandboxCachesCloseRemovesTheUnused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: chowns the directories it creates")
+	}
+	ws := policy.Anchor{Path: t.TempDir(), Exists: true}
+	c := &policy.Compiled{Mode: policy.ModeWorkspaceWrite, FilesystemRules: true, WritableRoots: []policy.Anchor{ws}}
+	for _, start := range []bool{true, false} {
+		home := t.TempDir()
+		got, err := prepareSandboxCaches(c, []string{"HOME=" + home}, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := filepath.Join(got.root, "go-build", "00")
+		if err := os.Mkdir(used, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if start {
+			got.startClose()
+		}
+		got.close()
+		got.close()
+		for _, v := range cacheVars {
+			_, err := os.Stat(filepath.Join(got.root, v.dir))
+			if v.dir == "go-build" && err != nil {
+				t.Errorf("startClose %v: the used cache %s is gone: %v", start, v.dir, err)
+			}
+			if v.dir != "go-build" && !os.IsNotExist(err) {
+				t.Errorf("startClose %v: the unused cache %s is left: %v", start, v.dir, err)
+			}
+		}
+		// A second session finds them there and creates none of its own.
+		again, err := prepareSandboxCaches(c, []string{"HOME=" + home}, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.close()
+		if _, err := os.Stat(used); err != nil {
+			t.Errorf("startClose %v: a later session's end removed a used cache: %v", start, err)
+		}
+	}
+}

@@ -243,7 +243,6 @@ func (k *kernelEvents) flushLoop() {
 // written (the programs' rules explain them only while the session
 // exists), the counts settled, then its rules are dropped.
 func (k *kernelEvents) end(cgroupID uint64) error {
-	k.ring.Drain()
 	es := k.session(cgroupID)
 	if es == nil {
 		return nil
@@ -272,6 +271,9 @@ func (k *kernelEvents) settle(es *eventSession, cgroupID uint64) {
 		if es.created != nil {
 			es.created.Incomplete(fmt.Sprintf("the %s events of session %s cannot be counted (%v)", k.what, es.id, err))
 		}
+	}
+	if err != nil || !k.caughtUp(es, counts) {
+		k.ring.Drain()
 	}
 	deadline := time.Now().Add(settleMax)
 	for {
@@ -308,6 +310,22 @@ func (k *kernelEvents) settle(es *eventSession, cgroupID uint64) {
 		r.Ox.Session = es.id
 		writeRecord(es.w, r, k.warn)
 	}
+}
+
+// caughtUp reports whether the reader has handed over everything of the
+// ended session es, whose final counts are counts: as many of its records
+// as the programs sent (the count grows after each submit, and its tasks
+// are gone) and every loss the kernel counted. Then Drain would find
+// nothing; a session without refusals (most) skips its round trip.
+func (k *kernelEvents) caughtUp(es *eventSession, counts bpfring.Counts) bool {
+	es.emu.Lock()
+	read := es.read
+	es.emu.Unlock()
+	if read < counts.Sent {
+		return false
+	}
+	passed, err := k.ring.LossesPassedOn(k.src)
+	return err == nil && passed
 }
 
 // closeAll ends every session still applied, then closes the programs

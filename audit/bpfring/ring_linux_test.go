@@ -180,7 +180,21 @@ func TestFullRingAccounting(t *testing.T) {
 	// faster than any reader empties the ring.
 	const n = 100000
 	newProducer(t, r.Maps(), loader.SourceNet, 5, 0).emit(t, n)
+	// Whenever LossesPassedOn says so, the consumer has been told of
+	// every loss counted (the reader may have checked on its own).
+	if passed, err := r.LossesPassedOn(loader.SourceNet); err != nil {
+		t.Fatal(err)
+	} else if total, _ := r.Lost(loader.SourceNet); passed {
+		if _, told := net.counts(); told < total {
+			t.Errorf("LossesPassedOn(network) before Drain: true with %d of %d losses told", told, total)
+		}
+	}
 	r.Drain()
+	for _, src := range []loader.Source{loader.SourceNet, loader.SourceFS} {
+		if passed, err := r.LossesPassedOn(src); err != nil || !passed {
+			t.Errorf("LossesPassedOn(%s) after Drain = %v, %v; want true", src, passed, err)
+		}
+	}
 	got, lost := net.counts()
 	t.Logf("%d records: %d read, %d lost", n, got, lost)
 	if uint64(got)+lost != n {
