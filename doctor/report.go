@@ -504,8 +504,8 @@ func yesNo(b *bool) string {
 // period (when no other writer took it within the last one): a nested
 // session's launcher pays it when it moves into its group (it cannot be
 // cloned into it: the nested run has no right to that group's parent).
-// Measured on the 2-CPU VM of issue 18: 0.37 ms median on Linux 6.18,
-// ~9 ms on an earlier run. The option is the machine's choice, not
+// Measured on the 2-CPU VM of issue 18, Linux 6.18: 0.37 ms median on
+// one boot, 6-11 ms on the next (and ~9 ms on an earlier one). The option is the machine's choice, not
 // oxsupervise's: it makes every fork and exit on the machine a little
 // costlier.
 func favorDynmodsLine(on bool, mount string) string {
