@@ -12,9 +12,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/openoxide/oxsupervise/landlock"
-	"github.com/openoxide/oxsupervise/policy"
 )
 
 // launcherGoneLayer is an exec-gated layer that, once applied, waits for
@@ -68,39 +65,10 @@ func (g *launcherGoneLayer) Apply(ctx context.Context, s SessionInfo) (func(cont
 // closed gate the supervisor then finds: nothing ran, the gated layer is
 // undone and the registry is clean.
 func TestRunExecGateNarrowingFails(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: run creates cgroups and mount namespaces")
-	}
-	if _, err := landlock.ABI(); err != nil {
-		t.Skipf("SKIPPED, NOT PASSED: landlock unavailable (%v): run needs a filesystem layer", err)
-	}
-	base, err := os.MkdirTemp("/var/tmp", "oxs-gatefail-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
-	ws := filepath.Join(base, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(ws, &st); err != nil {
-		t.Fatal(err)
-	}
-	wsAnchor := policy.Anchor{Path: ws, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true}
-	c := &policy.Compiled{
-		SchemaVersion: policy.CompiledSchemaVersion, Mode: policy.ModeWorkspaceWrite, FilesystemRules: true,
-		ReadAccess: policy.ReadAccessFull, Workspace: wsAnchor, WritableRoots: []policy.Anchor{wsAnchor},
-		Audit: policy.Audit{Path: filepath.Join(base, "audit.jsonl")},
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := Registry{Dir: filepath.Join(base, "registry")}
+	c, ws, self, reg := gateTestSession(t, "oxs-gatefail-")
 	marker := filepath.Join(ws, "marker")
 	gone := &launcherGoneLayer{}
-	_, err = Run(context.Background(), RunOptions{
+	_, err := Run(context.Background(), RunOptions{
 		Policy: c, Argv: []string{"touch", marker}, Env: []string{"PATH=/usr/bin:/bin"},
 		Dir: filepath.Join(ws, "missing"), SelfExe: self, Registry: reg, Layers: []SessionLayer{gone},
 	})

@@ -61,36 +61,7 @@ func (g *gatedLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Con
 // it execs the command, and that a gated layer that fails stops the
 // command from ever running.
 func TestRunExecGate(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: run creates cgroups and mount namespaces")
-	}
-	if _, err := landlock.ABI(); err != nil {
-		t.Skipf("SKIPPED, NOT PASSED: landlock unavailable (%v): run needs a filesystem layer", err)
-	}
-	base, err := os.MkdirTemp("/var/tmp", "oxs-gate-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
-	ws := filepath.Join(base, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(ws, &st); err != nil {
-		t.Fatal(err)
-	}
-	wsAnchor := policy.Anchor{Path: ws, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true}
-	c := &policy.Compiled{
-		SchemaVersion: policy.CompiledSchemaVersion, Mode: policy.ModeWorkspaceWrite, FilesystemRules: true,
-		ReadAccess: policy.ReadAccessFull, Workspace: wsAnchor, WritableRoots: []policy.Anchor{wsAnchor},
-		Audit: policy.Audit{Path: filepath.Join(base, "audit.jsonl")},
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := Registry{Dir: filepath.Join(base, "registry")}
+	c, ws, self, reg := gateTestSession(t, "oxs-gate-")
 	marker := filepath.Join(ws, "marker")
 	run := func(l SessionLayer) (int, error) {
 		return Run(context.Background(), RunOptions{
@@ -121,7 +92,7 @@ func TestRunExecGate(t *testing.T) {
 	os.Remove(marker)
 
 	failing := &gatedLayer{fail: errors.New("refused at the gate")}
-	_, err = run(failing)
+	_, err := run(failing)
 	var be *BoundaryError
 	if !errors.As(err, &be) || be.Layer != "fake-gated" {
 		t.Fatalf("Run with a failing gated layer: %v, want a BoundaryError naming fake-gated", err)
@@ -210,4 +181,41 @@ func TestKernelEventsAccountingRecords(t *testing.T) {
 			t.Errorf("%s suppressed record %+v: %v", k.what, sup.Ox, err)
 		}
 	}
+}
+
+// gateTestSession is the workspace-write policy of the exec gate tests: a
+// workspace of its own under /var/tmp (removed when t ends), its audit log
+// and registry beside it, and this test binary as the launcher. It skips
+// without root or Landlock.
+func gateTestSession(t *testing.T, prefix string) (c *policy.Compiled, ws, self string, reg Registry) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: run creates cgroups and mount namespaces")
+	}
+	if _, err := landlock.ABI(); err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: landlock unavailable (%v): run needs a filesystem layer", err)
+	}
+	base, err := os.MkdirTemp("/var/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws = filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	wsAnchor := policy.Anchor{Path: ws, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true}
+	c = &policy.Compiled{
+		SchemaVersion: policy.CompiledSchemaVersion, Mode: policy.ModeWorkspaceWrite, FilesystemRules: true,
+		ReadAccess: policy.ReadAccessFull, Workspace: wsAnchor, WritableRoots: []policy.Anchor{wsAnchor},
+		Audit: policy.Audit{Path: filepath.Join(base, "audit.jsonl")},
+	}
+	if self, err = os.Executable(); err != nil {
+		t.Fatal(err)
+	}
+	return c, ws, self, Registry{Dir: filepath.Join(base, "registry")}
 }
