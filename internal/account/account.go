@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/openoxide/oxsupervise/internal/companion"
 )
 
 // User is a resolved account.
@@ -38,7 +40,9 @@ type User struct {
 // machine's own resolver. An unknown user is an error naming spec that
 // wraps user.UnknownUserError or user.UnknownUserIdError.
 func Lookup(spec string) (*User, error) {
-	return systemResolver().lookup(spec)
+	r, release := systemResolver()
+	defer release()
+	return r.lookup(spec)
 }
 
 // resolver is Lookup's machinery; tests replace its parts to reach the
@@ -54,12 +58,17 @@ type resolver struct {
 	groupsFromFiles func() bool
 }
 
-func systemResolver() resolver {
-	r := resolver{byName: user.Lookup, byID: user.LookupId, groupsFromFiles: filesOnlyGroups}
-	if path, err := getentPath(); err == nil {
-		r.nss = func(db, key string) ([]byte, error) { return runGetent(path, db, key) }
+// systemResolver is the machine's resolver; release closes the getent
+// it opened.
+func systemResolver() (r resolver, release func()) {
+	r = resolver{byName: user.Lookup, byID: user.LookupId, groupsFromFiles: filesOnlyGroups}
+	getent, err := openGetent()
+	if err != nil {
+		return r, func() {}
 	}
-	return r
+	path := companion.ExecPath(int(getent.File.Fd()))
+	r.nss = func(db, key string) ([]byte, error) { return runGetent(path, db, key) }
+	return r, func() { getent.Close() }
 }
 
 // kind of spec: a uid (all decimal digits, within uid_t) or a name.
@@ -151,16 +160,15 @@ func (r resolver) fromOSUser(spec string, u *user.User) (*User, error) {
 	if err != nil {
 		return nil, fmt.Errorf("groups of user %s: %w", a.Name, err)
 	}
-	a.Groups = []int{a.GID}
+	gids := make([]int, 0, len(ids))
 	for _, id := range ids {
 		n, err := parseID(id)
 		if err != nil {
 			return nil, fmt.Errorf("groups of user %s: %w", a.Name, err)
 		}
-		if !slices.Contains(a.Groups, n) {
-			a.Groups = append(a.Groups, n)
-		}
+		gids = append(gids, n)
 	}
+	a.Groups = primaryFirst(a.GID, gids)
 	return a, nil
 }
 
@@ -175,13 +183,20 @@ func (r resolver) nssGroups(a *User) error {
 	if err != nil {
 		return fmt.Errorf("groups of user %s: NSS answer: %w", a.Name, err)
 	}
-	a.Groups = []int{a.GID}
+	a.Groups = primaryFirst(a.GID, gids)
+	return nil
+}
+
+// primaryFirst is the groups of an account whose primary group is gid and
+// which is a member of gids: gid first, each group once.
+func primaryFirst(gid int, gids []int) []int {
+	groups := []int{gid}
 	for _, g := range gids {
-		if !slices.Contains(a.Groups, g) {
-			a.Groups = append(a.Groups, g)
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
 		}
 	}
-	return nil
+	return groups
 }
 
 // parseID parses a uid or gid as the user database holds it.

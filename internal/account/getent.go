@@ -5,16 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 )
-
-// getentPaths are where glibc installs getent, in the order tried. Never
-// a PATH search: the caller is root, and PATH is its caller's.
-var getentPaths = [...]string{"/usr/bin/getent", "/bin/getent"}
 
 // getentTimeout bounds one NSS question: a module whose server does not
 // answer must not hang the command forever (glibc's own lookups would).
@@ -23,29 +18,14 @@ const getentTimeout = 30 * time.Second
 // errNotFound is getent's exit status 2: NSS has no entry for the key.
 var errNotFound = errors.New("no such entry")
 
-// getentPath is the first of getentPaths that is a regular file only
-// root can change, so that root never executes what another user wrote.
-func getentPath() (string, error) {
-	for _, p := range getentPaths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedByRoot(fi) {
-			return "", fmt.Errorf("%s is not a root-owned program only root can write", p)
-		}
-		return p, nil
-	}
-	return "", fmt.Errorf("no getent program (%s)", strings.Join(getentPaths[:], ", "))
-}
-
-// runGetent runs `getent DB KEY` and returns its output. getent's exit
-// statuses: 0 found, 1 bad arguments or unknown database, 2 a key not
-// found, 3 enumeration not supported.
+// runGetent runs `getent DB KEY` from path (openGetent's ExecPath) and
+// returns its output. getent's exit statuses: 0 found, 1 bad arguments or
+// unknown database, 2 a key not found, 3 enumeration not supported.
 func runGetent(path, db, key string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), getentTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, db, key)
+	cmd.Args[0] = "getent"
 	// Nothing of the caller's environment: NSS needs none, and the
 	// output must not be translated.
 	cmd.Env = []string{"LC_ALL=C"}
@@ -57,11 +37,11 @@ func runGetent(path, db, key string) ([]byte, error) {
 	case err == nil:
 		return stdout.Bytes(), nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%s %s %s: no answer within %v", path, db, key, getentTimeout)
+		return nil, fmt.Errorf("getent %s %s: no answer within %v", db, key, getentTimeout)
 	case errors.As(err, &exit) && exit.ExitCode() == 2:
 		return nil, errNotFound
 	default:
-		return nil, fmt.Errorf("%s %s %s: %w: %s", path, db, key, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("getent %s %s: %w: %s", db, key, err, strings.TrimSpace(stderr.String()))
 	}
 }
 

@@ -69,7 +69,8 @@ func nssHelper(dir string) int {
 		fmt.Fprintf(os.Stderr, "/etc/passwd holds the NSS-only user or is unreadable (%v)\n", err)
 		return 1
 	}
-	nssOnly := systemResolver()
+	nssOnly, release := systemResolver()
+	defer release()
 	nssOnly.byName = func(s string) (*user.User, error) { return nil, user.UnknownUserError(s) }
 	nssOnly.byID = func(s string) (*user.User, error) { return nil, user.UnknownUserIdError(0) }
 	out := map[string][2]nssResult{}
@@ -102,8 +103,10 @@ func TestLookupNSSOnlyUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED, NOT PASSED: binding the test's user databases over the machine's needs root")
 	}
-	if _, err := getentPath(); err != nil {
+	if getent, err := openGetent(); err != nil {
 		t.Fatalf("glibc's getent: %v", err)
+	} else {
+		getent.Close()
 	}
 	found := false
 	for _, p := range extrausersModules {
