@@ -38,7 +38,7 @@ all: build
 COMPANIONS := oxsupervise-launch oxsupervised
 # The programs built without cgo, static: those every start of a session
 # or a client request executes skip the dynamic loader and libc's start
-# (~1.4 ms a start measured). oxsupervise finds users that only NSS knows
+# (~1.9 ms a start measured). oxsupervise finds users that only NSS knows
 # through internal/account (glibc's getent), the launcher looks up none.
 # The long-lived daemon keeps cgo: os/user asks NSS in its own process.
 STATIC     := oxsupervise oxsupervise-launch
