@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -26,18 +25,9 @@ const SandboxCacheDir = "oxsupervise-sandbox"
 
 // sandboxCaches is what prepareSandboxCaches set up.
 type sandboxCaches struct {
-	root string
-	// created are the directories this session created, deepest last:
-	// removed again at its end while still empty, so that a session
-	// that used no cache leaves nothing behind.
-	created []string
-	policy  *policy.Compiled // the session's policy with root as a writable root
-	env     []string         // the session's environment pointing the tools at root
-
-	// removal removes the created directories once (startClose);
-	// removed is closed when it is done.
-	removal sync.Once
-	removed chan struct{}
+	root   string
+	policy *policy.Compiled // the session's policy with root as a writable root
+	env    []string         // the session's environment pointing the tools at root
 }
 
 // cacheVars are the variables that point each tool at its directory below
@@ -49,11 +39,17 @@ var cacheVars = []struct{ name, dir string }{
 	{"PIP_CACHE_DIR", "pip"}, {"CARGO_HOME", "cargo"},
 }
 
-// prepareSandboxCaches creates ~/.cache/oxsupervise-sandbox/<tool> for the
-// session's user in workspace-write sessions and returns the policy and
-// environment that use it; nil when the session gets none (another mode,
-// no usable HOME). Go still reads the user's module cache: GOPROXY tries
-// it first (file://), so modules the user has need no network.
+// prepareSandboxCaches makes sure ~/.cache/oxsupervise-sandbox exists for
+// the session's user in workspace-write sessions and returns the policy
+// and environment that point each tool at its directory below it; nil
+// when the session gets none (another mode, no usable HOME). Only the
+// root is created, once, and kept: it is the writable root's anchor, and
+// each tool creates its own directory below it the first time it needs
+// one (go, npm, pip and cargo all make a missing cache directory), so a
+// start finds the root with one lookup instead of creating the caches of
+// tools the session never runs, and its end removes nothing (issue 18).
+// Go still reads the user's module cache: GOPROXY tries it first
+// (file://), so modules the user has need no network.
 func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sandboxCaches, error) {
 	if c.Mode != policy.ModeWorkspaceWrite || !c.FilesystemRules {
 		return nil, nil
@@ -76,18 +72,11 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 		return nil, fmt.Errorf("sandbox caches: HOME %s is owned by uid %d, not the session's user %d", real, st.Uid, uid)
 	}
 	root := filepath.Join(real, ".cache", SandboxCacheDir)
-	var subdirs []string
-	for _, v := range cacheVars {
-		subdirs = append(subdirs, filepath.Join(".cache", SandboxCacheDir, v.dir))
-	}
-	var created []string
-	for _, d := range subdirs {
-		made, err := mkdirOwned(real, d, uid, gid)
-		created = append(created, made...)
-		if err != nil {
-			removeEmpty(created)
-			return nil, fmt.Errorf("sandbox caches: %w", err)
-		}
+	if made, err := mkdirOwned(real, filepath.Join(".cache", SandboxCacheDir), uid, gid); err != nil {
+		// A directory left half made (a failed chown leaves it root's)
+		// would be found, and used, by every later start.
+		removeEmpty(made)
+		return nil, fmt.Errorf("sandbox caches: %w", err)
 	}
 	if err := unix.Stat(root, &st); err != nil {
 		return nil, fmt.Errorf("sandbox caches: %w", err)
@@ -95,7 +84,7 @@ func prepareSandboxCaches(c *policy.Compiled, env []string, uid, gid int) (*sand
 	p := *c
 	p.WritableRoots = append(slices.Clone(c.WritableRoots), policy.Anchor{
 		Path: root, Dev: st.Dev, Ino: st.Ino, Dir: true, Exists: true, Source: "default (sandbox caches, " + root + ")"})
-	out := &sandboxCaches{root: root, created: created, policy: &p}
+	out := &sandboxCaches{root: root, policy: &p}
 	set := map[string]string{}
 	for _, v := range cacheVars {
 		set[v.name] = filepath.Join(root, v.dir)
@@ -184,42 +173,10 @@ func mkdirOwned(base, rel string, uid, gid int) (created []string, err error) {
 }
 
 // removeEmpty removes the directories in created that are still empty,
-// deepest first (rmdir never removes content).
+// deepest first (rmdir never removes content): what mkdirOwned made before
+// it failed.
 func removeEmpty(created []string) {
 	for i := len(created) - 1; i >= 0; i-- {
 		unix.Rmdir(created[i])
 	}
-}
-
-// startClose starts removing the cache directories this session created
-// and did not use, once nothing of the session runs any more: the
-// removal (an rmdir each, 0.05-0.1 ms apiece on a journalled filesystem,
-// and a user's sessions create those of the tools they never use every
-// time) then runs beside the rest of the session's end rather than after
-// it. close waits for it.
-func (c *sandboxCaches) startClose() {
-	if c == nil {
-		return
-	}
-	c.removal.Do(func() {
-		c.removed = make(chan struct{})
-		if len(c.created) == 0 {
-			close(c.removed)
-			return
-		}
-		go func() {
-			defer close(c.removed)
-			removeEmpty(c.created)
-		}()
-	})
-}
-
-// close removes the cache directories this session created and did not
-// use (startClose), and returns once they are gone.
-func (c *sandboxCaches) close() {
-	if c == nil {
-		return
-	}
-	c.startClose()
-	<-c.removed
 }

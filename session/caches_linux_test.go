@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -60,47 +62,65 @@ func TestPrepareSandboxCaches(t *testing.T) {
 	}
 }
 
-// The directories a session created are removed at its end when it left
-// them empty, and only those: startClose starts it, close returns once it
-// is done, and either may come first or be repeated.
-func TestSandboxCachesCloseRemovesTheUnused(t *testing.T) {
+// Only the root is created, owned by the session's user and private to
+// it, and it is kept: the tools make their own directories below it, and
+// a later session finds the root, and what a tool put there, as it was.
+func TestSandboxCachesOnlyTheRootKept(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: chowns the directories it creates")
 	}
 	ws := policy.Anchor{Path: t.TempDir(), Exists: true}
 	c := &policy.Compiled{Mode: policy.ModeWorkspaceWrite, FilesystemRules: true, WritableRoots: []policy.Anchor{ws}}
-	for _, start := range []bool{true, false} {
+	for _, tc := range []struct {
+		name     string
+		uid, gid int
+		hasCache bool // ~/.cache exists before the first session
+	}{
+		{"root, no ~/.cache", 0, 0, false},
+		{"user, no ~/.cache", 65534, 65534, false},
+		{"user, ~/.cache there", 65534, 65534, true},
+	} {
 		home := t.TempDir()
-		got, err := prepareSandboxCaches(c, []string{"HOME=" + home}, 0, 0)
-		if err != nil {
+		if err := os.Chown(home, tc.uid, tc.gid); err != nil {
 			t.Fatal(err)
 		}
+		if tc.hasCache {
+			if err := os.Mkdir(filepath.Join(home, ".cache"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := prepareSandboxCaches(c, []string{"HOME=" + home}, tc.uid, tc.gid)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(got.root, &st); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o777 != 0o700 || int(st.Uid) != tc.uid || int(st.Gid) != tc.gid {
+			t.Errorf("%s: root %s mode %o owner %d:%d, want a directory 0700 of %d:%d", tc.name, got.root, st.Mode, st.Uid, st.Gid, tc.uid, tc.gid)
+		}
+		if a := got.policy.WritableRoots[len(got.policy.WritableRoots)-1]; a.Dev != uint64(st.Dev) || a.Ino != st.Ino {
+			t.Errorf("%s: the writable root anchors %d:%d, the root is %d:%d", tc.name, a.Dev, a.Ino, st.Dev, st.Ino)
+		}
+		if entries, err := os.ReadDir(got.root); err != nil || len(entries) != 0 {
+			t.Errorf("%s: the root holds %v (%v), want nothing until a tool writes its cache", tc.name, entries, err)
+		}
+		// What a tool made there is a later session's, and the root
+		// stays the same directory.
 		used := filepath.Join(got.root, "go-build", "00")
-		if err := os.Mkdir(used, 0o700); err != nil {
+		if err := os.MkdirAll(used, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if start {
-			got.startClose()
-		}
-		got.close()
-		got.close()
-		for _, v := range cacheVars {
-			_, err := os.Stat(filepath.Join(got.root, v.dir))
-			if v.dir == "go-build" && err != nil {
-				t.Errorf("startClose %v: the used cache %s is gone: %v", start, v.dir, err)
-			}
-			if v.dir != "go-build" && !os.IsNotExist(err) {
-				t.Errorf("startClose %v: the unused cache %s is left: %v", start, v.dir, err)
-			}
-		}
-		// A second session finds them there and creates none of its own.
-		again, err := prepareSandboxCaches(c, []string{"HOME=" + home}, 0, 0)
+		again, err := prepareSandboxCaches(c, []string{"HOME=" + home}, tc.uid, tc.gid)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: again: %v", tc.name, err)
 		}
-		again.close()
+		if a := again.policy.WritableRoots[len(again.policy.WritableRoots)-1]; a.Ino != st.Ino {
+			t.Errorf("%s: a later session anchors inode %d, the root was %d", tc.name, a.Ino, st.Ino)
+		}
 		if _, err := os.Stat(used); err != nil {
-			t.Errorf("startClose %v: a later session's end removed a used cache: %v", start, err)
+			t.Errorf("%s: a later session lost what a tool wrote: %v", tc.name, err)
 		}
 	}
 }

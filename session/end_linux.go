@@ -45,8 +45,6 @@ type runEnd struct {
 	names  *nameWatch
 	create *nameWatch
 	guard  *agentGuard
-	// caches are the session's sandbox caches (nil without them).
-	caches *sandboxCaches
 	// undoEarly and undoGated undo the layers applied before the launch
 	// and at the exec gate: each drains the reports of its programs, then
 	// drops the session's rules.
@@ -71,11 +69,8 @@ func (e *runEnd) settle(code int, err error) {
 	if emptied {
 		// Every process of the session is gone, so every refusal it made
 		// is queued in the kernel: the kernel audit drain starts now and
-		// runs while the rest settles (aud.settle waits for it). Nothing
-		// can fill a cache directory either: those the session left
-		// empty are removed meanwhile (Run's caches.close waits).
+		// runs while the rest settles (aud.settle waits for it).
 		e.aud.endKernelAudit()
-		e.caches.startClose()
 	}
 	// Nothing of the session runs any more: the layers applied at the
 	// exec gate and those applied before it are undone side by side, and

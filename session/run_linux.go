@@ -135,7 +135,6 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	}
 	if caches != nil {
 		opts.Policy, env = caches.policy, caches.env
-		defer caches.close()
 	}
 	tm := opts.Timing
 	tm.Mark("sandbox caches")
@@ -266,7 +265,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	// Whatever happened, nothing of the session outlives this call.
 	end := runEnd{
 		id: id, group: group, reg: opts.Registry, aud: aud, entry: &entry, mode: string(opts.Policy.Mode),
-		names: names, create: created, guard: guard, caches: caches, undoEarly: undoLayers, undoGated: undoGated,
+		names: names, create: created, guard: guard, undoEarly: undoLayers, undoGated: undoGated,
 		released: released, launcher: l, exitAfter: opts.ExitAfter, tm: tm, warn: warn,
 	}
 	end.settle(code, err)
