@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -230,7 +231,11 @@ func TestPlanMountsPinsGitDir(t *testing.T) {
 			anchor(t, filepath.Join(ws, "missing")),
 		},
 	}
-	m, err := PlanMounts(c, nil)
+	mounts, err := mountinfo.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := PlanMounts(c, nil, mounts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package landlock
 import (
 	"errors"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 )
@@ -20,6 +21,6 @@ func Plan(c *policy.Compiled, abi int) (*launcher.Ruleset, []string, error) {
 }
 
 // PlanMounts computes the mount plan for c.
-func PlanMounts(c *policy.Compiled, rs *launcher.Ruleset) (launcher.MountPlan, error) {
+func PlanMounts(c *policy.Compiled, rs *launcher.Ruleset, mounts []mountinfo.Mount) (launcher.MountPlan, error) {
 	return launcher.MountPlan{}, errNotSupported
 }

@@ -18,13 +18,11 @@ import (
 )
 
 // PlanMounts computes the mount plan for c. rs may be nil (no Landlock).
-func PlanMounts(c *policy.Compiled, rs *launcher.Ruleset) (launcher.MountPlan, error) {
+// mounts are the supervisor's (mountinfo.Read): its caller reads them
+// once for this plan and the session's other layers.
+func PlanMounts(c *policy.Compiled, rs *launcher.Ruleset, mounts []mountinfo.Mount) (launcher.MountPlan, error) {
 	var m launcher.MountPlan
-	ro, err := kernelInterfaceMounts()
-	if err != nil {
-		return m, err
-	}
-	m.ReadOnly = ro
+	m.ReadOnly = kernelInterfaceMounts(mounts)
 	if c.Mode == policy.ModeFullAccess {
 		return m, nil
 	}
@@ -182,12 +180,8 @@ func globMatches(g policy.NameGlob, limit int, cache string) ([]string, error) {
 // kernelInterfaceMounts lists the mount points made read-only in every
 // session: /sys and /proc/sys, plus cgroup and bpf filesystems mounted
 // outside /sys.
-func kernelInterfaceMounts() ([]string, error) {
+func kernelInterfaceMounts(mounts []mountinfo.Mount) []string {
 	out := []string{"/sys", "/proc/sys"}
-	mounts, err := mountinfo.Read()
-	if err != nil {
-		return nil, fmt.Errorf("mount namespace: read mountinfo: %w", err)
-	}
 	for _, m := range mounts {
 		switch m.FSType {
 		case "cgroup", "cgroup2", "bpf":
@@ -196,5 +190,5 @@ func kernelInterfaceMounts() ([]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -3,6 +3,7 @@ package quarantine
 import (
 	"io"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -22,6 +23,10 @@ type Options struct {
 	// Ignore are directories (writable roots, or below one) whose entries
 	// take effect nowhere: not watched, not checked.
 	Ignore []string
+	// Mounts are the caller's mounts (mountinfo.Read) when it read them
+	// for its other layers too (each read is ~0.1 ms, issue 18); nil
+	// reads them: the watch marks every filesystem mounted below a root.
+	Mounts []mountinfo.Mount
 	// Report receives every entry moved (or that could not be moved).
 	Report func(Moved)
 	// Warn receives warnings (one line each); nil discards them.

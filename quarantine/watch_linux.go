@@ -170,7 +170,10 @@ func (w *Watch) markPoints() []string {
 	for _, r := range w.roots {
 		out = append(out, r.path)
 	}
-	mounts, err := mountinfo.Read()
+	mounts, err := w.opts.Mounts, error(nil)
+	if mounts == nil {
+		mounts, err = mountinfo.Read()
+	}
 	if err != nil {
 		fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: read mountinfo (%v): mounts below the writable roots are checked when the session ends\n", err)
 		w.walkAll = true

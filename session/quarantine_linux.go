@@ -25,7 +25,7 @@ func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCache
 	if !plan.QuarantineNames {
 		return nil
 	}
-	w, err := quarantine.Start(watchOptions(opts, id, caches, aud, warn))
+	w, err := quarantine.Start(watchOptions(plan, opts, id, caches, aud, warn))
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: protected names created by session %s will NOT be quarantined: %v\n", id, err)
 		return nil
@@ -39,11 +39,11 @@ func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCache
 // filesystem layer. Those programs refuse every other protected name,
 // and without this check (nil: the roots cannot be opened) they refuse
 // these too.
-func startCreatedCheck(lp *planner.Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) *nameWatch {
+func startCreatedCheck(lp *planner.Plan, plan *Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) *nameWatch {
 	if !lp.BPFLSM || !opts.Policy.FilesystemRules {
 		return nil
 	}
-	w, err := quarantine.StartReported(watchOptions(opts, id, caches, aud, warn))
+	w, err := quarantine.StartReported(watchOptions(plan, opts, id, caches, aud, warn))
 	if err != nil {
 		fmt.Fprintf(warn, "oxsupervise: warning: session %s may not create .git files (git worktree add, submodules): %v\n", id, err)
 		return nil
@@ -51,8 +51,9 @@ func startCreatedCheck(lp *planner.Plan, opts RunOptions, id string, caches *san
 	return &nameWatch{w}
 }
 
-// watchOptions are the quarantine options of session id.
-func watchOptions(opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) quarantine.Options {
+// watchOptions are the quarantine options of session id, whose layers
+// plan bound.
+func watchOptions(plan *Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) quarantine.Options {
 	var ignore []string
 	if caches != nil {
 		// Names in a tool cache take effect nowhere (a module that ships
@@ -60,7 +61,7 @@ func watchOptions(opts RunOptions, id string, caches *sandboxCaches, aud *audito
 		ignore = append(ignore, caches.root)
 	}
 	return quarantine.Options{
-		Session: id, Policy: opts.Policy, Dir: opts.QuarantineDir, Warn: warn, Ignore: ignore,
+		Session: id, Policy: opts.Policy, Dir: opts.QuarantineDir, Warn: warn, Ignore: ignore, Mounts: plan.mounts,
 		InSession: func(pid int) (bool, bool) {
 			s, ok, err := cgroup.SessionOf(opts.Cgroup, pid)
 			if err != nil {
