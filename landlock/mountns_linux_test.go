@@ -513,3 +513,49 @@ func inode(t *testing.T, p string) launcher.Inode {
 	a := anchor(t, p)
 	return launcher.Inode{Path: a.Path, Dev: a.Dev, Ino: a.Ino}
 }
+
+// dirNames.glob, once the paths that do not exist are dropped (as
+// escapeSocketMasks does), finds what filepath.Glob finds, in its order:
+// for the escape-socket table on this machine and for a tree with
+// several runtime directories, hidden names, a symlinked directory and a
+// name that must be escaped.
+func TestDirNamesGlobIsFilepathGlob(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"user/1000/systemd", "user/1001/gnupg", "user/.hidden", "user/a[b", "link-target/x"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"user/1000/bus", "user/1000/systemd/private", "user/1000/systemd/io.systemd.a", "user/1001/gnupg/S.gpg-agent.ssh",
+		"user/.hidden/bus", "user/a[b/bus", "link-target/x/bus"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "link-target"), filepath.Join(dir, "user/link")); err != nil {
+		t.Fatal(err)
+	}
+	patterns := append([]string{}, escapeSockets...)
+	for _, g := range []string{"/user/*/bus", "/user/*/systemd/io.systemd.*", "/user/*/gnupg/S.gpg-agent*", "/user/*/*/bus", "/user/a\\[b/bus", "/user/1000/bus", "/user/*/missing/*"} {
+		patterns = append(patterns, dir+g)
+	}
+	for _, p := range patterns {
+		want, err := filepath.Glob(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dirNames{}.glob(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		got = slices.DeleteFunc(got, func(m string) bool { _, err := os.Lstat(m); return err != nil })
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: %v, filepath.Glob %v", p, got, want)
+		}
+	}
+	for _, bad := range []string{"/run/[", "run/user/*/bus"} {
+		if _, err := (dirNames{}).glob(bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
