@@ -254,8 +254,8 @@ func (l *launched) release() {
 	l.unlock()
 }
 
-// abort kills a launcher that has not been given its spec (it ran
-// nothing) and waits for it.
+// abort kills a launcher that has not passed its exec gate (it ran
+// nothing of the command) and waits for it.
 func (l *launched) abort() {
 	l.cmd.Process.Kill()
 	l.cmd.Wait()

@@ -361,7 +361,8 @@ func attachAhead(layers []SessionLayer) (release func()) {
 }
 
 // splitExecGated separates the layers run applies while the launcher
-// starts from those it applies at the exec gate, keeping their order.
+// builds its mount namespace from those it applies at the exec gate,
+// keeping their order.
 func splitExecGated(layers []SessionLayer) (early, gated []SessionLayer) {
 	for _, l := range layers {
 		if _, ok := l.(execGated); ok {
