@@ -24,8 +24,15 @@ func Main() int {
 	// everything happens on this thread, which then execs.
 	runtime.LockOSThread()
 	// While the spec is on its way (on another thread: this one builds
-	// the boundary); exec ends it.
-	go warmSpecDecoding()
+	// the boundary); exec ends it. Only when it is not here yet (a slot's
+	// launcher, a nested run's): a spec already here (Run sends it as soon
+	// as the launcher exists, which is still starting then) is decoded no
+	// slower cold than warm, and the warm-up would only compete with that
+	// and the supervisor for the CPU (measured: receiving it ~0.12 ms
+	// faster without, 0.60-0.65 ms instead of 0.72-0.77).
+	if !specWaiting(SpecFD) {
+		go warmSpecDecoding()
+	}
 	// The supervisor, whose death must take the command with it (see
 	// rearmParentDeathSignal).
 	supervisor := unix.Getppid()
@@ -255,6 +262,14 @@ func awaitGateGo() error {
 		}
 		return nil
 	}
+}
+
+// specWaiting reports whether something (the spec, or the supervisor's
+// end closed) is readable on fd already.
+func specWaiting(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1
 }
 
 func fdOpen(fd int) bool {

@@ -11,10 +11,9 @@ import (
 // readSpec does, while the launcher waits for its own: in a fresh process
 // the first decode (encoding/json's per-type caches built, its code paged
 // in) took ~0.6 ms between the spec's arrival and the boundary's first
-// step, and the launcher waits for its spec longer than that (the
-// supervisor builds the session meanwhile; a nested run's launcher waits
-// for the supervisor's answer). It decides nothing: its result is
-// dropped.
+// step, and a launcher that waits for its spec at all waits longer than
+// that (a slot's waits for a request; a nested run's for the supervisor's
+// answer). It decides nothing: its result is dropped.
 func warmSpecDecoding() {
 	b, err := json.Marshal(Spec{
 		Version: SpecVersion, SessionID: "s", Path: "/", Argv: []string{"a"}, Env: []string{"a=b"}, Dir: "/",

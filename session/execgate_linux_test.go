@@ -179,3 +179,113 @@ func TestStatusPipe(t *testing.T) {
 		t.Fatalf("read after the writer closed: %d, %v; want EOF", n, err)
 	}
 }
+
+// earlyFailLayer is an early layer (applied while the launcher builds
+// its mount namespace) that fails. With atGate it first waits until the
+// launcher is at its exec gate: narrowed to its seccomp filter, the last
+// step before it waits for GateGo.
+type earlyFailLayer struct {
+	atGate bool
+	// exe is what the session's one process ran when the layer failed,
+	// pidfd that process, left open for the test.
+	exe   string
+	pidfd int
+	// group is the session's cgroup.
+	group string
+	err   error
+}
+
+func (e *earlyFailLayer) Name() string { return "fake-early-fail" }
+
+func (e *earlyFailLayer) Apply(ctx context.Context, s SessionInfo) (func(context.Context) error, error) {
+	e.group = s.CgroupPath
+	b, err := os.ReadFile(filepath.Join(s.CgroupPath, "cgroup.procs"))
+	if err != nil {
+		e.err = err
+		return nil, err
+	}
+	pids := strings.Fields(string(b))
+	if len(pids) != 1 {
+		e.err = errors.New("the session group holds " + strings.Join(pids, ",") + ", want the launcher alone")
+		return nil, e.err
+	}
+	pid, _ := strconv.Atoi(pids[0])
+	if e.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+		e.err = err
+		return nil, err
+	}
+	for e.atGate {
+		st, err := os.ReadFile("/proc/" + pids[0] + "/status")
+		if err != nil {
+			e.err = err
+			return nil, err
+		}
+		if strings.Contains(string(st), "\nSeccomp:\t2\n") {
+			break
+		}
+		// Until the launcher is there, or has exited (its pidfd polls
+		// readable: the launcher failed, which the test reports).
+		if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(e.pidfd), Events: unix.POLLIN}}, 1); n == 1 {
+			e.err = errors.New("the launcher exited before its exec gate")
+			return nil, e.err
+		}
+	}
+	e.exe, _ = os.Readlink("/proc/" + pids[0] + "/exe")
+	return nil, errors.New("refused while the launcher builds its boundary")
+}
+
+// TestRunEarlyLayerFailsAtGate proves that an early layer, applied while
+// the launcher already has its spec, that fails (as the launcher
+// approaches its exec gate, or waits at it) stops the command from ever
+// running: the launcher is killed before it execs, and the session's
+// group and registry entry are gone.
+func TestRunEarlyLayerFailsAtGate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		atGate bool
+	}{
+		{"approaching the gate", false},
+		{"at the gate", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ws, self, reg := gateTestSession(t, "oxs-earlyfail-")
+			marker := filepath.Join(ws, "marker")
+			layer := &earlyFailLayer{atGate: tc.atGate, pidfd: -1}
+			onStart := false
+			_, err := Run(context.Background(), RunOptions{
+				Policy: c, Argv: []string{"touch", marker}, Env: []string{"PATH=/usr/bin:/bin"},
+				Dir: ws, SelfExe: self, Registry: reg, Layers: []SessionLayer{layer},
+				OnStart: func(SessionInfo) { onStart = true },
+			})
+			if layer.pidfd >= 0 {
+				defer unix.Close(layer.pidfd)
+			}
+			if layer.err != nil {
+				t.Fatalf("early layer: %v", layer.err)
+			}
+			var be *BoundaryError
+			if !errors.As(err, &be) || be.Layer != "fake-early-fail" {
+				t.Fatalf("Run with a failing early layer: %v, want a BoundaryError naming fake-early-fail", err)
+			}
+			if onStart {
+				t.Error("OnStart was called for a session whose layers failed")
+			}
+			if layer.exe != self {
+				t.Errorf("the session's process ran %q when the layer failed, want the launcher %q (not yet exec'd)", layer.exe, self)
+			}
+			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the command ran although an early layer failed: %v", err)
+			}
+			// A pidfd polls readable once its process has exited.
+			if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(layer.pidfd), Events: unix.POLLIN}}, 0); n != 1 {
+				t.Error("the launcher outlived Run")
+			}
+			if _, err := os.Stat(layer.group); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("session group %s left behind: %v", layer.group, err)
+			}
+			if entries, _ := os.ReadDir(reg.Dir); len(entries) != 0 {
+				t.Errorf("registry entries left behind: %v", entries)
+			}
+		})
+	}
+}

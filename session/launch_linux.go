@@ -21,11 +21,12 @@ import (
 	"github.com/openoxide/oxsupervise/launcher"
 )
 
-// launched is a launcher started in a session's group that has not been
-// given its LaunchSpec yet: it waits for it on its spec channel, and so
-// can run nothing, while the supervisor finishes the session's set-up (the
-// registry entry, the audit sink, the layers applied before exec), or
-// until a request claims it (a daemon's Slot). Nothing it was given at
+// launched is a launcher started in a session's group. Until it is given
+// its LaunchSpec (as soon as its session has one, or when a request
+// claims it: a daemon's Slot) it waits for it on its spec channel; then
+// it builds its mount namespace and waits at its exec gate, and so runs
+// nothing of the command, while the supervisor finishes the session's
+// set-up (the registry entry, the audit sink, the layers). Nothing it was given at
 // fork depends on the session: the spec brings the session's descriptors
 // (launcher.SendSpec).
 type launched struct {
@@ -253,8 +254,8 @@ func (l *launched) release() {
 	l.unlock()
 }
 
-// abort kills a launcher that has not been given its spec (it ran
-// nothing) and waits for it.
+// abort kills a launcher that has not passed its exec gate (it ran
+// nothing of the command) and waits for it.
 func (l *launched) abort() {
 	l.cmd.Process.Kill()
 	l.cmd.Wait()
@@ -270,57 +271,67 @@ func (l *launched) waiting() bool {
 	return err == nil && n == 0
 }
 
-// run gives the launcher spec and waits for the command. When
-// spec.ExecGate is set, the launcher says when its mount namespace is
-// built; activate applies the gated layers then, while the launcher
-// narrows itself (Landlock, credentials, seccomp), and the launcher execs
-// only once activate succeeded, so nothing of the command runs without
-// them. The caller
-// releases l once the session has settled (runEnd.release): its signal
-// relay no longer forwards anything, and undoing it waits for the
-// runtime (signal.Stop).
-//
-// shm is the session's private /dev/shm (spec.Mounts.PrivateShm), sent
-// with the spec with opts' standard streams.
-func (l *launched) run(ctx context.Context, opts RunOptions, spec LaunchSpec, shm *os.File, entry *Entry, aud *auditor, activate func() error) (int, error) {
+// send gives the launcher its spec, with opts' standard streams and shm,
+// the session's private /dev/shm (spec.Mounts.PrivateShm), as soon as the
+// launcher exists: it builds its mount namespace while the supervisor
+// finishes the session's set-up, and execs only once run opened its exec
+// gate (spec.ExecGate, always set by Run). Until then killing it (abort)
+// undoes it: nothing of the command ran.
+func (l *launched) send(opts RunOptions, spec LaunchSpec, shm *os.File) error {
+	if err := launcher.SendSpec(l.specConn, spec, launcher.Descriptors{Stdin: orStd(opts.Stdin, os.Stdin), Stdout: orStd(opts.Stdout, os.Stdout), Stderr: orStd(opts.Stderr, os.Stderr), Shm: shm}); err != nil {
+		return &BoundaryError{Layer: LayerMountNS, Err: err}
+	}
+	return nil
+}
+
+// run waits for the launcher (given its spec by send) at its exec gate,
+// which it reaches once its mount namespace is built; activate applies
+// the gated layers then, while the launcher narrows itself (Landlock,
+// credentials, seccomp), and the launcher execs only once activate
+// succeeded, so nothing of the command runs without them. Run calls it
+// once everything else of the session is in place. The caller releases
+// l once the session has settled (runEnd.release): its signal relay no
+// longer forwards anything, and undoing it waits for the runtime
+// (signal.Stop).
+func (l *launched) run(ctx context.Context, opts RunOptions, entry *Entry, aud *auditor, activate func() error) (int, error) {
 	tm := opts.Timing
 	cmd := l.cmd
-	werr := launcher.SendSpec(l.specConn, spec, launcher.Descriptors{Stdin: orStd(opts.Stdin, os.Stdin), Stdout: orStd(opts.Stdout, os.Stdout), Stderr: orStd(opts.Stderr, os.Stderr), Shm: shm})
-	if spec.ExecGate && werr == nil {
-		var msg [1]byte
-		// EOF: the launcher failed before its mounts were done; its
-		// status says why.
-		if n, _ := l.specConn.Read(msg[:]); n == 1 && msg[0] == launcher.GateMountsDone {
-			tm.Mark("launcher at the exec gate")
-			if err := activate(); err != nil {
-				// The launcher has not exec'd: nothing of the command ran.
-				cmd.Process.Kill()
-				cmd.Wait()
-				return 0, err
-			}
-			if _, err := l.specConn.Write([]byte{launcher.GateGo}); err != nil {
-				// The launcher went away at the gate: it failed in
-				// what it does while the layers are activated (its
-				// status says what), or was killed.
-				cmd.Process.Kill()
-				cmd.Wait()
-				if status, _ := io.ReadAll(l.statusR); len(status) > 0 {
-					return launchFailed(status, LayerMountNS)
-				}
-				return 0, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("open the exec gate: %w", err)}
-			}
+	// failed ends a launcher that did not pass its gate, so exec'd
+	// nothing: its status says why, else err does.
+	failed := func(err error) (int, error) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if status, _ := io.ReadAll(l.statusR); len(status) > 0 {
+			return launchFailed(status, LayerMountNS)
 		}
-		tm.Mark("gated layers applied")
+		return 0, &BoundaryError{Layer: LayerMountNS, Err: err}
 	}
+	var msg [1]byte
+	if n, err := l.specConn.Read(msg[:]); n != 1 || msg[0] != launcher.GateMountsDone {
+		// EOF: the launcher failed (or was killed) before its mounts
+		// were done.
+		return failed(fmt.Errorf("the launcher did not reach its exec gate (%v)", err))
+	}
+	tm.Mark("launcher at the exec gate")
+	if err := activate(); err != nil {
+		// The launcher has not exec'd: nothing of the command ran.
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, err
+	}
+	if _, err := l.specConn.Write([]byte{launcher.GateGo}); err != nil {
+		// The launcher went away at the gate: it failed in what it does
+		// while the layers are activated (its status says what), or was
+		// killed.
+		return failed(fmt.Errorf("open the exec gate: %w", err))
+	}
+	tm.Mark("gated layers applied")
 	l.specConn.Close()
 
 	status, _ := io.ReadAll(l.statusR)
 	tm.Mark("command executed")
-	if werr != nil || len(status) > 0 {
+	if len(status) > 0 {
 		cmd.Wait()
-		if werr != nil {
-			return 0, &BoundaryError{Layer: LayerMountNS, Err: werr}
-		}
 		return launchFailed(status, LayerMountNS)
 	}
 	// The registry entry has the pid and launcher since Run put it: the

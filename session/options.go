@@ -48,10 +48,10 @@ type RunOptions struct {
 	SelfExe  string
 	Cgroup   cgroup.Config
 	Registry Registry
-	// Layers are applied to the session cgroup before the launcher starts
-	// (cgroup network programs), except those whose rules would refuse
-	// the launcher's mounts (BPF-LSM, FSLayer): those at the exec gate,
-	// after the launcher's mount namespace is built and before it execs.
+	// Layers are applied to the session cgroup while the launcher builds
+	// its mount namespace (cgroup network programs), except those whose
+	// rules would refuse the launcher's mounts (BPF-LSM, FSLayer): those
+	// after it is built. The launcher execs only once all are applied.
 	Layers []SessionLayer
 	// Plan is the session's layers as package planner decided them, and
 	// Layers must hold the BPF layers it names. Without it Run decides

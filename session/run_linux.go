@@ -204,6 +204,50 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	started := time.Now().UTC()
 	early, gated := splitExecGated(opts.Layers)
 	released := attachAhead(gated)
+	// The launcher gets its spec now and builds its mount namespace while
+	// the rest of the session is set up below; it execs the command only
+	// once run opens its exec gate, when every layer (early and gated)
+	// is applied and the registry entry is in place, and until then
+	// killing it (abort) leaves nothing of the command. What follows
+	// need not precede the launcher's set-up:
+	//   - the registry entry: the launcher looks nothing up in it, and
+	//     what does (`ps`, `stop`, a nested session's supervisor) is
+	//     about the command, which runs only after the gate;
+	//   - the audit sink and the launcher's pid (its attribution): the
+	//     launcher's set-up is refused nothing that is audited (no
+	//     Landlock or seccomp domain restricts it before it narrows
+	//     itself, and then it only installs seccomp and waits at the
+	//     gate), so no record of the session exists before the exec;
+	//   - the early layers, the network programs: their rules apply to
+	//     the session once added (a cgroup in no session is judged by
+	//     none), and the launcher's one socket (loopbackUp's, a UDP one
+	//     for an ioctl) is refused by no mode and closed before the exec,
+	//     so whether it predates the rules changes neither enforcement
+	//     nor the audit. Layers whose rules would refuse the launcher's
+	//     own mounts (BPF-LSM, the read-only view's audit) are the
+	//     exec-gated ones, applied at the gate as before;
+	//   - the kernel audit follow, the agent guard's snapshot and the
+	//     name watch: they must see the command, which runs after the
+	//     gate; the launcher's mounts create no names on any filesystem
+	//     (bind mounts onto existing entries, new tmpfs), and the name
+	//     watch marks whole filesystems, the launcher's view included;
+	//   - the signals the session forwards were registered before the
+	//     launcher started (startLauncher, NewSlot), and are forwarded
+	//     once the command runs.
+	spec := LaunchSpec{
+		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(append(env, opts.SessionEnv...), SessionEnv+"="+id), Dir: opts.Dir,
+		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
+		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
+		RestrictSockets: lp.SeccompSockets,
+		ExecGate:        true,
+	}
+	if err := l.send(opts, spec, shm); err != nil {
+		l.abort()
+		cleanupSession(group, opts.Registry, id, warn)
+		released()
+		return 0, err
+	}
+	tm.Mark("launch spec sent")
 	entry := Entry{
 		ID: id, Kind: KindRun, SupervisorPID: os.Getpid(), UID: opts.UID,
 		Mode: string(opts.Policy.Mode), Cgroup: group.Path, CgroupID: group.CgroupID,
@@ -260,18 +304,10 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 		aud.followKernelAudit(opts.Cgroup, opts.KernelAudit)
 	}
 	guard := startAgentGuard(opts.Policy, env, opts.UID)
-
-	spec := LaunchSpec{
-		SessionID: id, Path: exe, Argv: opts.Argv, Env: append(append(env, opts.SessionEnv...), SessionEnv+"="+id), Dir: opts.Dir,
-		UID: opts.UID, GID: opts.GID, Groups: opts.Groups, Capabilities: opts.Policy.CapabilityNames(),
-		Mounts: plan.Mounts, Landlock: plan.Landlock, LoopbackUp: plan.LoopbackUp,
-		RestrictSockets: lp.SeccompSockets,
-		ExecGate:        len(gated) > 0,
-	}
 	tm.Mark("kernel audit follow, agent guard")
 	names := startNameWatch(plan, opts, id, caches, aud, warn)
 	tm.Mark("name watch")
-	code, err := l.run(ctx, opts, spec, shm, &entry, aud, activate)
+	code, err := l.run(ctx, opts, &entry, aud, activate)
 	// Whatever happened, nothing of the session outlives this call.
 	end := runEnd{
 		id: id, group: group, reg: opts.Registry, aud: aud, entry: &entry, mode: string(opts.Policy.Mode),
@@ -289,7 +325,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 // execGated is implemented by SessionLayers whose rules would refuse the
 // launcher's own setup: BPF-LSM refuses mounts to session tasks, and the
 // launcher, born in the session cgroup, still has its mount namespace to
-// build. Run applies them at the exec gate instead of before the launch.
+// build. Run applies them at the exec gate, once it is built.
 type execGated interface {
 	activatesBeforeExec()
 }
@@ -304,7 +340,7 @@ type attachesAhead interface {
 
 // attachAhead calls attachAhead of each of layers that has it, on
 // another goroutine: attaching (~0.3 ms) overlaps the registry entry, the
-// audit sink and the early layers, which the launcher waits for. A layer
+// audit sink and the early layers, which the exec gate waits for. A layer
 // applied at the gate before its attachAhead ran attaches there itself
 // (its own lock orders the two). The returned function waits for them and
 // releases them all.
@@ -333,8 +369,9 @@ func attachAhead(layers []SessionLayer) (release func()) {
 	})
 }
 
-// splitExecGated separates the layers run applies before the launcher
-// starts from those it applies at the exec gate, keeping their order.
+// splitExecGated separates the layers run applies while the launcher
+// builds its mount namespace from those it applies at the exec gate,
+// keeping their order.
 func splitExecGated(layers []SessionLayer) (early, gated []SessionLayer) {
 	for _, l := range layers {
 		if _, ok := l.(execGated); ok {

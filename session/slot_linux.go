@@ -172,10 +172,10 @@ func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, er
 // startSession creates a session's group, with limits, and starts its
 // launcher in it (netns: in a new network namespace): a claimed slot's
 // when opts.Slots has one that serves the session, else new ones (the
-// timing says which, and why). The launcher waits for its spec, which it
-// gets only once the rest of the session's set-up is in place: its own
-// start-up overlaps that work (or preceded the request), and nothing of
-// the command runs before that is done.
+// timing says which, and why). The launcher waits for its spec, which Run
+// sends at once: its mount namespace is built while the rest of the
+// session's set-up is done, and it execs nothing before its exec gate
+// opens, once that set-up is in place.
 func startSession(opts RunOptions, netns bool, limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
 	tm := opts.Timing
 	if opts.Slots != nil {
