@@ -189,7 +189,7 @@ func decodeCache(raw []byte, key string, questions int) (*remembered, error) {
 	}
 	n := d.count(6)
 	total := d.count(2 + questions)
-	r := &remembered{index: make(map[string]int, n), dirs: make([]dirRecord, n), now: make([]lookup, n)}
+	r := &remembered{dirs: make([]dirRecord, n), now: make([]lookup, n)}
 	// One array holds the entries of all directories, one their verdicts.
 	entries := make([]recEntry, 0, total)
 	verdicts := make([]Verdict, 0, total*questions)
@@ -223,10 +223,11 @@ func decodeCache(raw []byte, key string, questions int) (*remembered, error) {
 		if d.err != nil {
 			return nil, d.err
 		}
-		if _, dup := r.index[rec.Rel]; dup {
+		// In strictly increasing order, as encodeCache writes them: no
+		// path twice, and find can search them.
+		if i > 0 && rec.Rel <= r.dirs[i-1].Rel {
 			return nil, errCorrupt
 		}
-		r.index[rec.Rel] = i
 	}
 	if d.err != nil || len(d.s) != 0 || len(entries) != total {
 		return nil, errCorrupt

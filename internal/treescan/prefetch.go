@@ -3,6 +3,8 @@ package treescan
 import (
 	"errors"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -10,9 +12,14 @@ import (
 // remembered is a loaded cache: the directories' records, and the
 // identities of those directories now, looked up before the walk.
 type remembered struct {
-	index map[string]int // slash-separated path below the root → dirs
-	dirs  []dirRecord
-	now   []lookup // parallel to dirs; zero until prefetched
+	dirs []dirRecord // in strictly increasing order of Rel (decodeCache checks)
+	now  []lookup    // parallel to dirs; zero until prefetched
+	// next is the record find tries first: the one after the last found.
+	// The walk visits directories depth first in order of their names,
+	// which is the records' order but where a name sorts before '/' (say
+	// "a-b" after "a/x"), so an unchanged tree finds each record at once,
+	// with no search and no path built for it.
+	next int
 }
 
 type lookup struct {
@@ -21,30 +28,51 @@ type lookup struct {
 }
 
 // find is the index of rel's record (-1: none).
-func (r *remembered) find(rel string) (int, bool) {
+func (r *remembered) find(rel string) int {
 	if r == nil {
-		return -1, false
+		return -1
 	}
-	i, ok := r.index[rel]
+	i, ok := slices.BinarySearchFunc(r.dirs, rel, func(d dirRecord, rel string) int { return strings.Compare(d.Rel, rel) })
 	if !ok {
-		return -1, false
+		return -1
 	}
-	return i, true
+	r.next = i + 1
+	return i
 }
 
-// lookup is the identity of the directory at rel now (the prefetched one
-// when there is one, else looked up) and the index of its record (-1:
-// none).
-func (s *scan) lookup(rel string) (dirID, int, error) {
-	i, ok := s.prev.find(rel)
-	if ok && s.prev.now[i].done {
-		if l := s.prev.now[i]; l.ok {
-			return l.id, i, nil
-		}
-		return dirID{}, i, errNotDir
+// findChild is the path of the directory name in the directory at rel,
+// and the index of its record (-1: none). When the record is the one
+// after the last found, as it is for the walk of an unchanged tree, the
+// path is the record's own (no allocation).
+func (r *remembered) findChild(rel, name string) (string, int) {
+	if r != nil && r.next < len(r.dirs) && isJoin(r.dirs[r.next].Rel, rel, name) {
+		i := r.next
+		r.next++
+		return r.dirs[i].Rel, i
 	}
-	id, err := s.at.lstatDir(rel)
-	return id, i, err
+	path := join(rel, name)
+	return path, r.find(path)
+}
+
+// isJoin reports whether path is join(rel, name).
+func isJoin(path, rel, name string) bool {
+	if rel == "" {
+		return path == name
+	}
+	return len(path) == len(rel)+1+len(name) && path[len(rel)] == '/' &&
+		strings.HasPrefix(path, rel) && strings.HasSuffix(path, name)
+}
+
+// lookup is the identity of the directory at rel, whose record is i
+// (-1: none), now: the prefetched one when there is one, else looked up.
+func (s *scan) lookup(rel string, i int) (dirID, error) {
+	if i >= 0 && s.prev.now[i].done {
+		if l := s.prev.now[i]; l.ok {
+			return l.id, nil
+		}
+		return dirID{}, errNotDir
+	}
+	return s.at.lstatDir(rel)
 }
 
 // errNotDir is a prefetched lookup that found no directory (the walk
@@ -119,7 +147,7 @@ func (s *scan) prefetch() {
 	work()
 	wg.Wait()
 	s.res.DirsPrefetched = len(r.dirs)
-	if _, ok := r.index[""]; ok {
+	if len(r.dirs) > 0 && r.dirs[0].Rel == "" {
 		s.res.DirsPrefetched-- // the root, looked up by Scan
 	}
 }

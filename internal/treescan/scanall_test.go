@@ -1,6 +1,7 @@
 package treescan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -236,5 +237,81 @@ func TestCorruptCacheIgnored(t *testing.T) {
 	}
 	if got, want := rels(res.Picked), oracle(t, root); res.DirsCached != 0 || !slices.Equal(got, want) {
 		t.Fatalf("over a damaged cache: cached %d, picked %v, want 0 and %v", res.DirsCached, got, want)
+	}
+}
+
+// TestCachedScanNamesBeforeSlash: names that sort before '/' ("a-b",
+// "a.c" beside "a/x") put the walk's order and the records' apart, so the
+// records are found by search there; a change below any of them is still
+// found, and an unchanged tree is still read from the cache alone.
+func TestCachedScanNamesBeforeSlash(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		padded bool   // enough directories that the lookups are prefetched
+		change string // a pick made after the first scan
+	}{
+		{"after a/ subtree", false, "a-b/y/AGENTS.md"},
+		{"inside a/ subtree", false, "a/x-1/w/.claude/"},
+		{"between", false, "a.c/z/AGENTS.md"},
+		{"prefetched", true, "a-b/y/.git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, cache := tree(t), cacheDir(t)
+			write(t, root, "a/x/f", "a/x-1/w/f", "a/x.2/f", "a-b/y/f", "a.c/z/f", "a0/f")
+			if tc.padded {
+				for i := range minPrefetch + 20 {
+					write(t, root, fmt.Sprintf("a-p/p%02d/q%d/", i/10, i%10))
+				}
+			}
+			opts := Options{Classify: classify, Key: "k", CacheDir: cache, RacyWindow: -1}
+			settle()
+			first, err := Scan(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := Scan(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.DirsRead != 0 || again.DirsCached != first.DirsRead {
+				t.Fatalf("unchanged tree: read %d, cached %d, want 0 and %d", again.DirsRead, again.DirsCached, first.DirsRead)
+			}
+			if tc.padded && again.DirsPrefetched == 0 {
+				t.Fatal("no lookup prefetched")
+			}
+			write(t, root, tc.change)
+			settle()
+			second, err := Scan(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rels(second.Picked), oracle(t, root); !slices.Equal(got, want) || !slices.Contains(got, strings.TrimSuffix(tc.change, "/")) {
+				t.Fatalf("after %s the cached scan picked %v, a full walk %v", tc.change, got, want)
+			}
+			if second.DirsRead > 1 || second.DirsRead+second.DirsCached != first.DirsRead {
+				t.Fatalf("after %s: read %d, cached %d; want 1 read of %d", tc.change, second.DirsRead, second.DirsCached, first.DirsRead)
+			}
+		})
+	}
+}
+
+// TestCacheRecordsInOrder: a cache whose records are out of order or
+// repeat a path is corrupt (find searches them in order).
+func TestCacheRecordsInOrder(t *testing.T) {
+	raw := encodeCache("k", 1, []dirRecord{{Rel: "a", Ctime: 1}, {Rel: "b", Ctime: 1}})
+	if r, err := decodeCache(raw, "k", 1); err != nil || r.find("a") != 0 || r.find("b") != 1 || r.find("c") != -1 {
+		t.Fatalf("the cache as written: %v", err)
+	}
+	for _, tc := range []struct{ name, from, to string }{
+		{"out of order", "\x01a", "\x01c"},
+		{"repeated", "\x01b", "\x01a"},
+	} {
+		bad := bytes.Replace(raw, []byte(tc.from), []byte(tc.to), 1)
+		if bytes.Equal(bad, raw) {
+			t.Fatalf("%s: nothing replaced", tc.name)
+		}
+		if _, err := decodeCache(bad, "k", 1); err == nil {
+			t.Errorf("%s: records decoded", tc.name)
+		}
 	}
 }

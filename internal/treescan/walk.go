@@ -86,8 +86,7 @@ func ScanAll(root string, questions []Question, opts Options) (Result, []Answer,
 		}
 	}
 	s.prefetch()
-	root0, _ := s.prev.find("")
-	if err := s.dir("", root0, rootID, s.live); err != nil {
+	if err := s.dir("", s.prev.find(""), rootID, s.live); err != nil {
 		return s.res, nil, err
 	}
 	for i := range s.answers {
@@ -237,10 +236,13 @@ func (s *scan) dir(rel string, i int, id dirID, asked questionSet) error {
 		if descend &= s.live; descend == 0 {
 			continue
 		}
+		var at int
 		if r == "" {
-			r = join(rel, e.Name)
+			r, at = s.prev.findChild(rel, e.Name)
+		} else {
+			at = s.prev.find(r)
 		}
-		sub, at, err := s.lookup(r)
+		sub, err := s.lookup(r, at)
 		if err != nil {
 			// Gone or replaced by a non-directory since its parent was
 			// read, or not searchable.
