@@ -15,9 +15,9 @@ import (
 )
 
 // launcherGoneLayer is an exec-gated layer that, once applied, waits for
-// the session's launcher to exit: the launcher failed in what it does
-// while the gate is open, and the supervisor's GateGo then finds the
-// gate closed (EPIPE).
+// the session's launcher to exit, or finds it gone: the launcher failed
+// in what it does while the gate is open, and the supervisor's GateGo
+// then finds the gate closed (EPIPE).
 type launcherGoneLayer struct {
 	applied, tornDown bool
 	err               error
@@ -33,6 +33,12 @@ func (g *launcherGoneLayer) Apply(ctx context.Context, s SessionInfo) (func(cont
 		return nil, err
 	}
 	pids := strings.Fields(string(b))
+	if len(pids) == 0 {
+		// The launcher got its spec at its start, so it can have reached
+		// the gate, failed in its narrowing and exited before the
+		// supervisor reads the gate's message: gone already.
+		return func(context.Context) error { g.tornDown = true; return nil }, nil
+	}
 	if len(pids) != 1 {
 		g.err = errors.New("the session group holds " + strings.Join(pids, ",") + ", want the launcher alone")
 		return nil, g.err
