@@ -134,9 +134,8 @@ func escapeSocketMasks(globs, allowed []string) ([]string, error) {
 	}
 	seen := map[string]bool{}
 	var out []string
-	dirs := dirNames{}
 	for _, g := range globs {
-		matches, err := dirs.glob(g)
+		matches, err := filepath.Glob(g)
 		if err != nil {
 			return nil, fmt.Errorf("mount namespace: escape socket pattern %s: %w", g, err)
 		}
@@ -154,54 +153,6 @@ func escapeSocketMasks(globs, allowed []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// dirNames expands the escape-socket patterns as filepath.Glob does, but
-// lists each directory once for all of them: seven begin with
-// /run/user/*, which filepath.Glob lists again for each (issue 18).
-type dirNames map[string][]string
-
-// glob returns the paths absolute pattern may match. A literal component
-// is not looked up: escapeSocketMasks resolves each path and drops those
-// that do not exist.
-func (d dirNames) glob(pattern string) ([]string, error) {
-	if _, err := filepath.Match(pattern, ""); err != nil {
-		return nil, err
-	}
-	if !filepath.IsAbs(pattern) {
-		return nil, fmt.Errorf("%s is not an absolute pattern", pattern)
-	}
-	paths := []string{"/"}
-	for _, comp := range strings.Split(pattern[1:], "/") {
-		var next []string
-		for _, p := range paths {
-			if !strings.ContainsAny(comp, `*?[\`) {
-				next = append(next, filepath.Join(p, comp))
-				continue
-			}
-			for _, name := range d.list(p) {
-				if ok, _ := filepath.Match(comp, name); ok {
-					next = append(next, filepath.Join(p, name))
-				}
-			}
-		}
-		paths = next
-	}
-	return paths, nil
-}
-
-// list returns the sorted names in dir, none when it cannot be read.
-func (d dirNames) list(dir string) []string {
-	names, ok := d[dir]
-	if !ok {
-		if f, err := os.Open(dir); err == nil {
-			names, _ = f.Readdirnames(-1)
-			f.Close()
-			sort.Strings(names)
-		}
-		d[dir] = names
-	}
-	return names
 }
 
 // maxGlobWalk bounds the walk for deny-read globs: a workspace with more
