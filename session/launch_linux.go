@@ -26,9 +26,9 @@ import (
 // claims it: a daemon's Slot) it waits for it on its spec channel; then
 // it builds its mount namespace and waits at its exec gate, and so runs
 // nothing of the command, while the supervisor finishes the session's
-// set-up (the registry entry, the audit sink, the layers). Nothing it was given at
-// fork depends on the session: the spec brings the session's descriptors
-// (launcher.SendSpec).
+// set-up (the registry entry, the audit sink, the layers). Nothing it was
+// given at fork depends on the session: the spec brings the session's
+// descriptors (launcher.SendSpec).
 type launched struct {
 	cmd      *exec.Cmd
 	specConn *os.File // the spec channel; the exec gate after the spec

@@ -18,9 +18,9 @@ type nameWatch struct{ w *quarantine.Watch }
 
 // startNameWatch starts the quarantine watch when the plan asks for one.
 // It starts before the launcher's exec gate opens, so that nothing the
-// command creates is missed; a watch that cannot start falls back to the final check alone
-// (quarantine.Start warns), and only a failure to open the roots leaves
-// the session without one, said loudly.
+// command creates is missed; a watch that cannot start falls back to the
+// final check alone (quarantine.Start warns), and only a failure to open
+// the roots leaves the session without one, said loudly.
 func startNameWatch(plan *Plan, opts RunOptions, id string, caches *sandboxCaches, aud *auditor, warn io.Writer) *nameWatch {
 	if !plan.QuarantineNames {
 		return nil
