@@ -90,6 +90,9 @@ type FileSink struct {
 	stats    SinkStats
 	closed   bool
 	journal  *journalSender
+	// syncErr is what a sync started behind a session_stop (syncBehind)
+	// failed with, for the next Sync or Close to return.
+	syncErr error
 
 	stop chan struct{}
 	done chan struct{}
@@ -198,22 +201,56 @@ func (s *FileSink) Write(r *Record) error {
 		s.stats.JournalErrors++
 	}
 	// Session ends and loss reports are the records an investigation
-	// starts from: make them durable at once.
-	if r.Ox.Kind == KindSessionStop || r.Ox.Kind == KindEventsLost ||
-		(s.opts.SyncEvery > 0 && s.unsynced >= s.opts.SyncEvery) {
+	// starts from: make them durable at once. A session_stop is its
+	// session's last record, written by a supervisor whose end (telling
+	// the session's client, closing its programs) need not wait for the
+	// disk (a journal commit and a cache flush, ~1-2 ms), only be done
+	// after it: its sync starts now, beside the rest of that end, and Sync
+	// and Close wait for it. Every reader sees the record at once.
+	if r.Ox.Kind == KindSessionStop {
+		go s.syncBehind()
+		return nil
+	}
+	if r.Ox.Kind == KindEventsLost || (s.opts.SyncEvery > 0 && s.unsynced >= s.opts.SyncEvery) {
 		return s.syncLocked()
 	}
 	return nil
 }
 
-// Sync flushes written records to stable storage.
+// syncBehind is the sync a session_stop starts (Write). It holds the lock
+// while it syncs, so Sync and Close wait for it; if they take the lock
+// first, they sync themselves and it finds nothing left to do. Its error
+// is theirs to return.
+func (s *FileSink) syncBehind() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if err := s.syncLocked(); err != nil {
+		s.syncErr = err
+	}
+}
+
+// Sync flushes written records to stable storage. Its error includes
+// that of a sync a session_stop started since the last Sync.
 func (s *FileSink) Sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
-	return s.syncLocked()
+	return s.syncReportingLocked()
+}
+
+// syncReportingLocked syncs and returns the error of the sync behind a
+// session_stop too, once. After a failed fsync the kernel may have
+// dropped the pages it could not write and report the next one clean: the
+// earlier failure is what tells the records may be lost.
+func (s *FileSink) syncReportingLocked() error {
+	behind := s.syncErr
+	s.syncErr = nil
+	return errors.Join(behind, s.syncLocked())
 }
 
 func (s *FileSink) syncLocked() error {
@@ -290,13 +327,19 @@ func (s *FileSink) syncLoop() {
 			return
 		case <-t.C:
 			// A failed periodic sync is retried on the next tick and
-			// surfaces on the next Write/Sync/Close.
-			_ = s.Sync()
+			// surfaces on the next Write/Sync/Close; the error of a sync
+			// behind a session_stop is kept for them.
+			s.mu.Lock()
+			if !s.closed {
+				_ = s.syncLocked()
+			}
+			s.mu.Unlock()
 		}
 	}
 }
 
-// Close syncs and closes the live file.
+// Close syncs and closes the live file, once a sync behind a session_stop
+// (Write) is done; its error is Close's.
 func (s *FileSink) Close() error {
 	if s.stop != nil {
 		close(s.stop)
@@ -309,7 +352,7 @@ func (s *FileSink) Close() error {
 		return nil
 	}
 	s.closed = true
-	syncErr := s.syncLocked()
+	syncErr := s.syncReportingLocked()
 	s.journal.close()
 	if err := s.f.Close(); err != nil {
 		return fmt.Errorf("close audit log %s: %w", s.path, err)

@@ -219,9 +219,96 @@ func TestSinkSyncPolicy(t *testing.T) {
 	if n := s.Stats().Syncs; n != 1 {
 		t.Fatalf("synced %d times after SyncEvery records, want 1", n)
 	}
-	s.Write(&Record{Ox: Ox{Kind: KindSessionStop, Session: "s"}})
+	// session_stop's sync runs behind the write, unasked: the sink does
+	// it without a Sync or Close (a liveness bound, not a speed
+	// assertion). The record is in the file when Write returns.
+	if err := s.Write(&Record{Ox: Ox{Kind: KindSessionStop, Session: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if recs := readAll(t, path); len(recs) != 4 || recs[3].Ox.Kind != KindSessionStop {
+		t.Fatalf("after Write returned, the file holds %d records (want 4, session_stop last)", len(recs))
+	}
+	for deadline := time.Now().Add(30 * time.Second); s.Stats().Syncs != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("session_stop not synced after 30s (syncs=%d, want 2)", s.Stats().Syncs)
+		}
+	}
+	// Nothing is left to sync: Close does not sync again.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if n := s.Stats().Syncs; n != 2 {
-		t.Fatalf("session_stop did not sync at once (syncs=%d)", n)
+		t.Fatalf("Close after session_stop's sync synced again (syncs=%d, want 2)", n)
+	}
+}
+
+// The sync behind a session_stop fails as a Write's own would: Write has
+// returned by then, so its error is Close's (and Sync's), whether that
+// sync ran before Close or Close did it in its place. Here the live file
+// is a pipe, which takes the record and refuses fsync.
+func TestSinkReportsFailedSyncBehindSessionStop(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// settle waits for the sync behind (or not), then ends the sink.
+		settle func(t *testing.T, s *FileSink) error
+	}{
+		{"closed at once", func(t *testing.T, s *FileSink) error { return s.Close() }},
+		{"closed after the sync behind failed", func(t *testing.T, s *FileSink) error {
+			waitSyncErr(t, s)
+			return s.Close()
+		}},
+		{"synced after the sync behind failed", func(t *testing.T, s *FileSink) error {
+			waitSyncErr(t, s)
+			err := s.Sync()
+			s.Close()
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := OpenFileSink(filepath.Join(t.TempDir(), "audit.jsonl"), SinkOptions{SyncInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if w.Sync() == nil {
+				s.Close()
+				t.Skip("SKIPPED: this platform syncs pipes: no failing fsync to report")
+			}
+			s.mu.Lock()
+			s.f.Close()
+			s.f = w
+			s.mu.Unlock()
+			if err := s.Write(&Record{Ox: Ox{Kind: KindSessionStop, Session: "s"}}); err != nil {
+				t.Fatalf("Write of session_stop: %v, want nil (the record was written)", err)
+			}
+			if err := tt.settle(t, s); err == nil || !strings.Contains(err.Error(), "fsync audit log") {
+				t.Fatalf("after session_stop's failed sync: %v, want the fsync's error", err)
+			}
+			if n := s.Stats().Syncs; n != 0 {
+				t.Fatalf("syncs=%d after the sync failed, want 0", n)
+			}
+		})
+	}
+}
+
+// waitSyncErr waits until the sync behind a session_stop has failed (a
+// liveness bound).
+func waitSyncErr(t *testing.T, s *FileSink) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		failed := s.syncErr != nil
+		s.mu.Unlock()
+		if failed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sync behind session_stop did not fail within 30s")
+		}
 	}
 }
 
