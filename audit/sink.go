@@ -243,14 +243,17 @@ func (s *FileSink) Sync() error {
 	return s.syncReportingLocked()
 }
 
-// syncReportingLocked syncs and returns the error of the sync behind a
-// session_stop too, once. After a failed fsync the kernel may have
-// dropped the pages it could not write and report the next one clean: the
-// earlier failure is what tells the records may be lost.
+// syncReportingLocked syncs, and returns the error of the sync behind a
+// session_stop in place of its own, once: after a failed fsync the kernel
+// may have dropped the pages it could not write and report the next one
+// clean, so the earlier failure is what tells the records may be lost.
 func (s *FileSink) syncReportingLocked() error {
 	behind := s.syncErr
 	s.syncErr = nil
-	return errors.Join(behind, s.syncLocked())
+	if err := s.syncLocked(); behind == nil {
+		return err
+	}
+	return behind
 }
 
 func (s *FileSink) syncLocked() error {
