@@ -284,10 +284,10 @@ func (a *auditor) endKernelAudit() {
 // backlog and its socket (a flood can leave thousands of records in
 // flight) rather than stop, and any it cannot read in time is written as
 // an events_lost record. Then stop (session_stop; nil when the session
-// never started) is written, the session's last record, which the sink
-// syncs at once: from then on the log holds every record of the session,
-// durably. The other writers (the layers, the name checks) are done
-// before settle is called.
+// never started) is written, the session's last record, whose sync the
+// sink starts at once: from then on the log holds every record of the
+// session, durably once close has returned. The other writers (the
+// layers, the name checks) are done before settle is called.
 func (a *auditor) settle(stop *audit.Record) {
 	if a.settled {
 		return
@@ -307,7 +307,9 @@ func (a *auditor) settle(stop *audit.Record) {
 }
 
 // close releases the kernel audit feed and the sink, settling first when
-// settle was not called (a session that failed to start).
+// settle was not called (a session that failed to start). It returns
+// once session_stop is synced (the sink's Close waits for it), and warns
+// when that failed.
 func (a *auditor) close() {
 	a.settle(nil)
 	if a.reader != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
@@ -19,14 +20,17 @@ import (
 // waits for: every process of the session gone, every layer's reports and
 // the kernel audit feed drained, the final check of names done, the group
 // and the registry entry removed (List no longer shows the session) and
-// session_stop written and synced. From then on the audit log holds every
-// record of the session, so whoever is told it ended (Run's return, the
-// daemon's final event, a nested run's answer) finds all of them there.
+// session_stop written. From then on the audit log holds every record of
+// the session, so whoever is told it ended (Run's return, the daemon's
+// final event, a nested run's answer) finds all of them there.
 // Releasing it frees what only this process still holds for it (the
-// launcher's signal relay, the kernel audit feed, the audit sink):
-// nothing anyone waits for, so a long-lived supervisor does it after
-// answering (RunOptions.Settled), and one that exits right after
-// (RunOptions.ExitAfter) leaves the signal relay to its exit.
+// launcher's signal relay, the kernel audit feed, the audit sink) and
+// waits for session_stop's sync to the disk, which the sink started
+// behind the write: nothing anyone is told the end at waits for, so a
+// long-lived supervisor does it after answering (RunOptions.Settled),
+// and one that exits right after (RunOptions.ExitAfter) leaves the
+// signal relay to its exit and the sink's close to the end of its own
+// (RunOptions.BeforeExit), still before it exits.
 //
 // The layers' teardowns are settling, not releasing: what they cost is
 // the drain of their programs' reports (a round trip to the ring's
@@ -55,10 +59,11 @@ type runEnd struct {
 	// launcher is the session's launcher, whose signal relay and thread
 	// lock outlive the command until release.
 	launcher *launched
-	// exitAfter is RunOptions.ExitAfter.
-	exitAfter bool
-	tm        *phasetime.Recorder
-	warn      io.Writer
+	// exitAfter is RunOptions.ExitAfter, beforeExit RunOptions.BeforeExit.
+	exitAfter  bool
+	beforeExit *sync.WaitGroup
+	tm         *phasetime.Recorder
+	warn       io.Writer
 }
 
 // settle settles the session that ended with code (or err).
@@ -115,7 +120,15 @@ func (e *runEnd) release() {
 		// machine). A process that exits now leaves that to its exit.
 		e.launcher.release()
 	}
-	e.aud.close()
+	if e.beforeExit != nil {
+		e.beforeExit.Add(1)
+		go func() {
+			defer e.beforeExit.Done()
+			e.aud.close()
+		}()
+	} else {
+		e.aud.close()
+	}
 	e.tm.Mark("session released")
 }
 

@@ -465,9 +465,10 @@ func (n *Nested) Started(pid int) error {
 // Settle ends the child, which ended with code (or err): whatever is
 // left in its group is killed and the group removed, its kernel audit
 // records and its layers' reports drained and their rules dropped, and
-// session_stop written and synced. From then on the audit log holds every
-// record of the child. It returns the child's refusals, for the nested
-// run's answer; Release, after that answer, frees the rest.
+// session_stop written (its sync started). From then on the audit log
+// holds every record of the child. It returns the child's refusals, for
+// the nested run's answer; Release, after that answer, frees the rest
+// and waits for the sync.
 func (n *Nested) Settle(code int, err error) []audit.Record {
 	warn := warnOrDiscard(n.aud.warn)
 	g := n.g
@@ -505,7 +506,7 @@ func (n *Nested) Settle(code int, err error) []audit.Record {
 }
 
 // Release frees what the settled child still holds in this process: its
-// kernel audit feed and its audit sink.
+// kernel audit feed and its audit sink, once session_stop is synced.
 func (n *Nested) Release() {
 	n.aud.close()
 	n.tm.Mark("nested: released")

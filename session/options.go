@@ -3,6 +3,7 @@ package session
 import (
 	"io"
 	"os"
+	"sync"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/audit/kernelaudit"
@@ -65,16 +66,25 @@ type RunOptions struct {
 	// Settled, when set, is called once with what Run returns as soon as
 	// the session has settled: its processes are gone, its group and
 	// registry entry removed, and every record of it (session_stop last)
-	// is in the audit log, synced. What is left of Run then (releasing
-	// the kernel audit feed and the audit sink) is nothing the exit
-	// status waits for: a supervisor that outlives the session (the
-	// daemon) answers its client here. Not called when Run fails before
-	// it launched the command: then nothing was started to settle.
+	// is in the audit log, for every reader to see; the sync of
+	// session_stop to the disk runs meanwhile. What is left of Run then
+	// (that sync, releasing the kernel audit feed and the audit sink) is
+	// nothing the exit status waits for: a supervisor that outlives the
+	// session (the daemon) answers its client here. Not called when Run
+	// fails before it launched the command: then nothing was started to
+	// settle.
 	Settled func(code int, err error)
 	// ExitAfter says the process exits as soon as Run returns (a
 	// standalone run): what its exit undoes anyway (the launcher's signal
 	// relay) Run does not undo first.
 	ExitAfter bool
+	// BeforeExit, when set, is where Run leaves what it need not finish
+	// before it returns but must before the process exits: closing the
+	// session's audit sink, which waits for the sync of session_stop (a
+	// journal commit, ~1-2 ms) while the caller ends the rest (closes its
+	// host). The caller waits for it before it exits; what fails is said
+	// on Warn. Nil: Run does that before it returns.
+	BeforeExit *sync.WaitGroup
 	// Slots, when set, may hand Run a session slot made ahead (Slot): its
 	// group and launcher instead of new ones, when it serves the session.
 	Slots Slots

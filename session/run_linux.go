@@ -312,7 +312,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	end := runEnd{
 		id: id, group: group, reg: opts.Registry, aud: aud, entry: &entry, mode: string(opts.Policy.Mode),
 		names: names, create: created, guard: guard, undoEarly: undoLayers, undoGated: undoGated,
-		released: released, launcher: l, exitAfter: opts.ExitAfter, tm: tm, warn: warn,
+		released: released, launcher: l, exitAfter: opts.ExitAfter, beforeExit: opts.BeforeExit, tm: tm, warn: warn,
 	}
 	end.settle(code, err)
 	if opts.Settled != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
@@ -90,6 +91,9 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	c := b.c
 	tm.Mark("policy bound")
+	// What Run leaves to finish before the exit: the audit sink's close,
+	// which waits for session_stop's sync while the host closes.
+	var beforeExit sync.WaitGroup
 	code, err := h.RunNesting(ctx, session.RunOptions{
 		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
@@ -100,11 +104,14 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		QuarantineDir: os.Getenv("OXSUPERVISE_QUARANTINE_DIR"),
 		Timing:        tm,
 		// The CLI exits once the session is done.
-		ExitAfter: true,
+		ExitAfter:  true,
+		BeforeExit: &beforeExit,
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
 	tm.Mark("host closed")
+	beforeExit.Wait()
+	tm.Mark("audit log closed")
 	if err != nil {
 		f := session.FailureOf(err)
 		fmt.Fprintf(s.err, "oxsupervise run: %s\n", f.Message)
