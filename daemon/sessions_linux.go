@@ -67,16 +67,18 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		es.send(Event{Event: "started", Session: info.ID})
 		s.log.Printf("session %s started for uid %d: %q", info.ID, cred.UID, req.Argv)
 	}
+	sessionID := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return id
+	}
 	// A run session lives as long as its client: when the client goes
 	// away, the session is stopped.
 	go func() {
 		select {
 		case <-finished:
 		case <-r.Context().Done():
-			mu.Lock()
-			sid := id
-			mu.Unlock()
-			if sid != "" {
+			if sid := sessionID(); sid != "" {
 				s.log.Printf("session %s: client disconnected; stopping it", sid)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				session.Stop(ctx, s.opts.Cgroup, s.opts.Registry, sid)
@@ -87,15 +89,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	// The client hears how the session ended as soon as it has settled
 	// (every record of it in the audit log, its group and registry entry
 	// gone: RunOptions.Settled), or when Run fails before that; the
-	// session is released afterwards, in the daemon.
+	// session is released afterwards, in the daemon, which forgets it once
+	// Run has returned: session_stop is synced by then.
 	var reportOnce sync.Once
 	report := func(code int, err error) {
 		reportOnce.Do(func() {
 			close(finished)
-			mu.Lock()
-			sid := id
-			mu.Unlock()
-			s.forget(sid)
+			sid := sessionID()
 			// Once the client has its answer: the next slot (slot_linux.go).
 			defer s.slots.ended(sid)
 			if err != nil {
@@ -123,6 +123,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		OnStart: onStart, Settled: report, Timing: tm, Slots: s.slots, KernelAudit: s.kaudit,
 	}, host.NestOptions{Dir: s.nestDir(), Request: s.nestRequest(cred, u.HomeDir), UID: cred.UID})
 	report(code, err)
+	s.forget(sessionID())
 }
 
 // timing is the phase recorder of a run request that arrived at arrived:
