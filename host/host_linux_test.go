@@ -194,3 +194,58 @@ func TestCacheRemembersRefusedBPFLSMProbe(t *testing.T) {
 		t.Fatalf("host after the memory was removed: %v, want the kernel's EPERM, probed again", third)
 	}
 }
+
+// failingPins is Generations whose Pin fails.
+type failingPins struct{ host.Generations }
+
+func (failingPins) Pin(string, uint64, loader.Objects) (host.Pinned, error) {
+	return host.Pinned{}, errors.New("pin refused by the test")
+}
+
+// CloseForExit leaves the layers to the process's exit only where their
+// pins keep them: with every layer pinned it closes nothing (the layer is
+// still open in this process), and where a pin failed or nothing is
+// pinned it closes the layers as Close does.
+func TestHostCloseForExitClosesWhatIsNotPinned(t *testing.T) {
+	cg := testutil.NewCgroup(t)
+	root, err := testutil.Cgroup2Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(root, cg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinDir := filepath.Join(loader.BPFFSMount, "oxs-exit-test-"+filepath.Base(cg.Dir))
+	t.Cleanup(func() { os.RemoveAll(pinDir) })
+	for _, tt := range []struct {
+		name string
+		pins host.Pinning
+		// left says CloseForExit leaves the layer open, for the exit.
+		left bool
+	}{
+		{"every layer pinned", host.Generations{Dir: filepath.Join(pinDir, "ok")}, true},
+		{"a pin failed", failingPins{host.Generations{Dir: filepath.Join(pinDir, "failing")}}, false},
+		{"nothing pinned", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := host.Open(host.Options{Cgroup: cgroup.Config{Mount: root, Parent: rel}, Pins: tt.pins}, planner.Want{Network: true})
+			defer h.Close()
+			if h.NetworkErr() != nil {
+				testutil.SkipUnlessVM(t, "cgroup network programs do not load here: %v", h.NetworkErr())
+			}
+			if tt.pins != nil && h.PinErr() != nil {
+				testutil.SkipUnlessVM(t, "no bpffs for pins: %v", h.PinErr())
+			}
+			if _, pinned := h.Pins(planner.LayerNetwork); pinned != tt.left {
+				t.Fatalf("network layer pinned %v (%v), want %v", pinned, h.PinFailed(planner.LayerNetwork), tt.left)
+			}
+			if err := h.CloseForExit(); err != nil {
+				t.Fatal(err)
+			}
+			if left := h.Network() != nil; left != tt.left {
+				t.Fatalf("after CloseForExit the network layer is open: %v, want %v", left, tt.left)
+			}
+		})
+	}
+}

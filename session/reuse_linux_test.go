@@ -3,6 +3,8 @@
 package session_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +15,13 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/loader"
+	"github.com/openoxide/oxsupervise/session"
 )
 
 // pinnedPrograms returns the program ids of the links pinned in set.
@@ -349,4 +355,101 @@ func pinMapLikeOver(t *testing.T, path string) {
 	if err := m.Pin(path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A standalone run leaves its end's releases to its exit where the pins
+// keep the objects anyway (host.CloseForExit), and still nothing of the
+// session outlives it: after each of several runs, its group, its
+// registry entry and its entries in the pinned session maps are gone, the
+// read-only view's program is attached nowhere, the log ends the session
+// with session_stop, the pins' lease is free, and the next run opens the
+// very programs (by kernel id) the first one pinned.
+func TestStandaloneRunLeavesNothingButItsPins(t *testing.T) {
+	requireNetLayer(t)
+	e := newEnv(t)
+	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-exit-test-")
+	if err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pins) })
+	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+	var netProgs []ebpf.ProgramID
+	var roviewProg ebpf.ProgramID
+	for round := range 3 {
+		r := e.run(t, pinEnv, "run", "--", "sh", "-c", `echo "$OXSUPERVISE_SESSION"`)
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(id, "s-") {
+			t.Fatalf("round %d: exit %d, stdout %q\n%s", round, r.code, r.stdout, r.stderr)
+		}
+		if _, err := cgroup.OpenSession(cgroup.Config{}, id); err == nil || !strings.Contains(err.Error(), "no such session") {
+			t.Fatalf("round %d: the group of %s after the run: %v, want none", round, id, err)
+		}
+		if entry, err := (session.Registry{}).Get(id); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("round %d: registry entry of %s after the run: %+v (%v), want none", round, id, entry, err)
+		}
+		dirs, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*"))
+		if len(dirs) != 1 {
+			t.Fatalf("round %d: pin directories %v, want one below %s/run", round, dirs, pins)
+		}
+		netSets, _ := filepath.Glob(filepath.Join(dirs[0], "net-*"))
+		if len(netSets) != 1 {
+			t.Fatalf("round %d: pinned network sets %v, want one", round, netSets)
+		}
+		roview := filepath.Join(dirs[0], "roview")
+		for set, m := range map[string]string{netSets[0]: "net_sessions", roview: "roview_sessions"} {
+			if keys, err := (loader.Generation{Dir: set}).SessionKeys(m); err != nil || len(keys) != 0 {
+				t.Fatalf("round %d: the run left sessions in %s/%s: %v (%v)", round, set, m, keys, err)
+			}
+		}
+		progs, prog := pinnedPrograms(t, netSets[0]), pinnedROViewProgID(t, roview)
+		if round == 0 {
+			netProgs, roviewProg = progs, prog
+		} else if !slices.Equal(progs, netProgs) || prog != roviewProg {
+			t.Fatalf("round %d: pinned programs %v and %d, want the first run's %v and %d: the pins were not reused",
+				round, progs, prog, netProgs, roviewProg)
+		}
+		if attached := linksOf(t, prog); len(attached) != 0 {
+			t.Fatalf("round %d: the read-only view's program %d is still attached (links %v) after the run", round, prog, attached)
+		}
+		lease, err := os.Open(dirs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Flock(int(lease.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		lease.Close()
+		if err != nil {
+			t.Fatalf("round %d: the pins' lease after the run: %v, want it free", round, err)
+		}
+		var kinds []audit.Kind
+		for _, rec := range readAudit(t, filepath.Join(e.base, "audit.jsonl")) {
+			if rec.Ox.Session == id {
+				kinds = append(kinds, rec.Ox.Kind)
+			}
+		}
+		if len(kinds) == 0 || kinds[0] != audit.KindSessionStart || kinds[len(kinds)-1] != audit.KindSessionStop {
+			t.Fatalf("round %d: session %s's records %v, want session_start first and session_stop last", round, id, kinds)
+		}
+	}
+}
+
+// linksOf returns the ids of the links attached in the kernel that hold
+// program prog.
+func linksOf(t *testing.T, prog ebpf.ProgramID) []link.ID {
+	t.Helper()
+	var out []link.ID
+	it := new(link.Iterator)
+	defer it.Close()
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err != nil {
+			continue // gone meanwhile, or not ours to read
+		}
+		if info.Program == prog {
+			out = append(out, it.ID)
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("list the kernel's links: %v", err)
+	}
+	return out
 }

@@ -107,8 +107,11 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		ExitAfter:  true,
 		BeforeExit: &beforeExit,
 	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
-	// Run has removed the session: nothing is left for the layers to confine.
-	closeHost(h, s.err)
+	// Run has removed the session: nothing is left for the layers to
+	// confine, and the process exits next.
+	if err := h.CloseForExit(); err != nil {
+		fmt.Fprintf(s.err, "oxsupervise: %v\n", err)
+	}
 	tm.Mark("host closed")
 	beforeExit.Wait()
 	tm.Mark("audit log closed")
