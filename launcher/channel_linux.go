@@ -3,9 +3,7 @@
 package launcher
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -60,10 +58,7 @@ func SendSpec(conn *os.File, spec Spec, d Descriptors) error {
 		}
 		fds[i] = int(f.Fd())
 	}
-	body, err := json.Marshal(spec)
-	if err != nil {
-		return fmt.Errorf("encode launch spec: %w", err)
-	}
+	body := encodeSpec(&spec)
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	frame = append(frame, body...)
 	fd := int(conn.Fd())
@@ -162,7 +157,7 @@ func readSpecFrame(fd int) (Spec, []int, error) {
 	if err := readFull(body); err != nil {
 		return fail(fmt.Errorf("read launch spec: %w", err))
 	}
-	spec, err := readSpec(bytes.NewReader(body))
+	spec, err := readSpec(body)
 	if err != nil {
 		return fail(err)
 	}

@@ -97,10 +97,10 @@ func TestSpecChannel(t *testing.T) {
 // A frame with other descriptors than its spec asks for, or none, or one
 // cut short, is refused, and what came with it is closed.
 func TestSpecChannelRefuses(t *testing.T) {
-	frame := func(body string) []byte {
+	frame := func(body []byte) []byte {
 		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 	}
-	spec := `{"version":2,"path":"/bin/true"}`
+	spec := wireSpec(nil, nil)
 	for _, tc := range []struct {
 		name    string
 		frame   []byte
@@ -109,9 +109,9 @@ func TestSpecChannelRefuses(t *testing.T) {
 	}{
 		{"two descriptors", frame(spec), 2, "came with 2 descriptors, want 3"},
 		{"no descriptors", frame(spec), 0, "came with 0 descriptors, want 3"},
-		{"shm missing", frame(`{"version":2,"path":"/bin/true","mounts":{"private_shm":true}}`), 3, "want 4 (stdin, stdout, stderr, private /dev/shm)"},
+		{"shm missing", frame(wireSpec(nil, []byte{tagMountsPrivateShm, 1})), 3, "want 4 (stdin, stdout, stderr, private /dev/shm)"},
 		{"cut short", frame(spec)[:10], 3, "closed the spec channel before the spec was complete"},
-		{"another version", frame(`{"version":1,"path":"/bin/true"}`), 3, "launch spec version 1"},
+		{"another version", frame(encodeSpec(&Spec{Version: 1, Path: "/bin/true"})), 3, "launch spec version 1"},
 		{"too long", binary.BigEndian.AppendUint32(nil, maxSpecBytes+1), 3, "more than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -23,16 +22,6 @@ func Main() int {
 	// Credentials, no_new_privs and the Landlock domain are per thread:
 	// everything happens on this thread, which then execs.
 	runtime.LockOSThread()
-	// While the spec is on its way (on another thread: this one builds
-	// the boundary); exec ends it. Only when it is not here yet (a slot's
-	// launcher, a nested run's): a spec already here (Run sends it as soon
-	// as the launcher exists, which is still starting then) is decoded no
-	// slower cold than warm, and the warm-up would only compete with that
-	// and the supervisor for the CPU (measured: receiving it ~0.12 ms
-	// faster without, 0.60-0.65 ms instead of 0.72-0.77).
-	if !specWaiting(SpecFD) {
-		go warmSpecDecoding()
-	}
 	// The supervisor, whose death must take the command with it (see
 	// rearmParentDeathSignal).
 	supervisor := unix.Getppid()
@@ -69,22 +58,6 @@ func Main() int {
 		code = 127
 	}
 	return fail(Failure{Exec: code, Error: fmt.Sprintf("exec %s: %v", spec.Path, err)}, code)
-}
-
-// readSpec decodes the spec strictly: a field this launcher does not know,
-// or another SpecVersion, means the supervisor is from another build and
-// asks for a boundary this launcher might not build.
-func readSpec(r io.Reader) (Spec, error) {
-	var spec Spec
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return Spec{}, fmt.Errorf("decode launch spec (is the launcher from the same build as oxsupervise?): %w", err)
-	}
-	if spec.Version != SpecVersion {
-		return Spec{}, fmt.Errorf("launch spec version %d, this launcher reads version %d: the launcher and oxsupervise are from different builds", spec.Version, SpecVersion)
-	}
-	return spec, nil
 }
 
 // buildBoundary does every step before exec and names the one that failed.
@@ -262,14 +235,6 @@ func awaitGateGo() error {
 		}
 		return nil
 	}
-}
-
-// specWaiting reports whether something (the spec, or the supervisor's
-// end closed) is readable on fd already.
-func specWaiting(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 1
 }
 
 func fdOpen(fd int) bool {

@@ -29,8 +29,11 @@ const (
 // launcher program and the supervisor are separate files: one from another
 // build must refuse the spec (nothing runs) rather than read a boundary it
 // does not know. Bump it whenever a field changes meaning; a field it does
-// not know at all is refused anyway (the spec is decoded strictly).
-const SpecVersion = 2
+// not know at all is refused anyway (the spec is decoded strictly). 3: the
+// spec travels in the wire encoding (wire.go), no longer as JSON; a JSON
+// spec fails to decode in this launcher, as this encoding does in one
+// that reads JSON.
+const SpecVersion = 3
 
 // Spec is everything the launcher needs; the supervisor computes it so
 // that the launcher makes no policy decisions of its own.

@@ -62,6 +62,16 @@ func (x *launcherExec) close() {
 	}
 }
 
+// launcherEnv is the launcher's own environment (the command gets
+// Spec.Env at the exec). GOMAXPROCS=1: the launcher runs one goroutine,
+// on its locked thread, for the ~2 ms from its start to the exec, and a
+// Go runtime with one P starts fewer threads (no second P for its
+// start-up goroutines to wake an M for), which the exec must then kill
+// and wait for, and takes less of the CPU the supervisor shares with it
+// (measured on 2 CPUs: ~0.2 ms less to the exec gate and ~0.25 ms less
+// from the gate to the exec).
+func launcherEnv() []string { return []string{"GOMAXPROCS=1"} }
+
 // launcherCommand is the one place that decides which launcher a session
 // uses (Run, standalone or for the daemon, and RunNested), to be executed
 // with extra as its descriptors 3, 4, ...:
@@ -78,7 +88,7 @@ func (x *launcherExec) close() {
 // A launcher program that fails its check (owner, mode) is an error, not
 // a reason to fall back: nothing runs.
 func launcherCommand(selfExe string, extra []*os.File) (*launcherExec, error) {
-	x := &launcherExec{cmd: &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: []string{}, ExtraFiles: extra}}
+	x := &launcherExec{cmd: &exec.Cmd{Path: selfExe, Args: []string{"oxsupervise", LauncherVerb}, Env: launcherEnv(), ExtraFiles: extra}}
 	if selfExe != "" {
 		x.program = selfExe + " " + LauncherVerb
 		return x, nil
