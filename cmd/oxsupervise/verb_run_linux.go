@@ -59,6 +59,11 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	laxGC()
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
+	// The nested sessions' socket depends on nothing the policy or the
+	// host decide: it is listened on while they are worked out.
+	nestDir := os.Getenv(nestDirEnv)
+	ahead := host.ListenNestAhead(nestDir)
+	defer ahead.Close()
 	t, res, wd, failed := prepareResolved(s, r, r.user)
 	if res == nil {
 		return failed
@@ -101,7 +106,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		Timing:        tm,
 		// The CLI exits once the session is done.
 		ExitAfter: true,
-	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
+	}, host.NestOptions{Dir: nestDir, Request: nestRequest(t), UID: t.uid, Ahead: ahead})
 	// Run has removed the session: nothing is left for the layers to confine.
 	closeHost(h, s.err)
 	tm.Mark("host closed")
