@@ -148,6 +148,10 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 		return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
 	}
 	defer srv.close()
+	// The session's start is serial from here (the plan bound, the
+	// launcher started): the launch spec's first coding, and the nested
+	// runs', is done on the other core meanwhile.
+	go warmNestCoding()
 	opts.SessionEnv = append(opts.SessionEnv, NestEnv+"="+srv.path)
 	// The socket is the session's way out to its supervisor: allowed by
 	// the supervisor's own rule, never by the user's files.
@@ -187,9 +191,6 @@ type nestServer struct {
 	path   string
 	ln     *net.UnixListener
 	wg     sync.WaitGroup
-	// warmed: the nested runs' coding was warmed when the socket was
-	// listened on ahead (warmNestCoding).
-	warmed bool
 
 	// kaudit is the kernel audit reader the served session shares with
 	// its nested sessions (RunOptions.KernelAudit).
@@ -246,7 +247,7 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 		cfg.Mount = m
 	}
 	return &nestServer{h: h, plan: plan, kaudit: opts.KernelAudit, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil,
-		path: sock.path, ln: sock.ln, warmed: sock.warmed,
+		path: sock.path, ln: sock.ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
 }
 
@@ -256,9 +257,6 @@ func (s *nestServer) start(info session.SessionInfo) {
 	s.root = info.ID
 	s.sessions[info.ID] = info
 	s.mu.Unlock()
-	if !s.warmed {
-		go warmNestCoding()
-	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

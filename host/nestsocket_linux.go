@@ -19,8 +19,6 @@ import (
 type nestSocket struct {
 	path string
 	ln   *net.UnixListener
-	// warmed: warmNestCoding ran once the socket was listened on.
-	warmed bool
 }
 
 // listenNestSocket listens on a new socket in dir ("" means
@@ -98,13 +96,6 @@ func ListenNestAhead(dir string) *NestListener {
 	go func() {
 		defer close(l.done)
 		l.sock, l.err = listenNestSocket(dir)
-		if l.err == nil {
-			// The launch spec is encoded (its first coding builds
-			// encoding/json's per-type encoders, ~0.3 ms) as soon as the
-			// session is bound: warmed here, it is off that path.
-			warmNestCoding()
-			l.sock.warmed = true
-		}
 	}()
 	return l
 }
