@@ -18,6 +18,7 @@ import (
 	// reaches the verb table, help or signal handling, and does nothing
 	// but build the boundary and exec.
 	_ "github.com/openoxide/oxsupervise/internal/launchfirst"
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -85,8 +86,17 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}()
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	// Found once for the host, the session group and the kernel audit
-	// feed; where it cannot be, each of them says why.
-	cg, _ := cgroup.Config{}.Resolved()
+	// feed; where it cannot be, each of them says why. The mount table
+	// it is found in is the mount plan's too (RunOptions.Mounts): read
+	// once. Unread, each reads it again and says why it cannot.
+	var cg cgroup.Config
+	mounts, err := mountinfo.Read()
+	if err == nil {
+		cg, _ = cgroup.Config{}.ResolvedIn(mounts)
+	} else {
+		mounts = nil
+		cg, _ = cgroup.Config{}.Resolved()
+	}
 	h := openHost(unbound, cg, unavailable, s.err, tm)
 	b := <-binding
 	if b.c == nil {
@@ -96,7 +106,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	c := b.c
 	tm.Mark("policy bound")
 	code, err := h.RunNesting(ctx, session.RunOptions{
-		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg,
+		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg, Mounts: mounts,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
