@@ -13,6 +13,8 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 )
 
 // FindMounts parses /proc/self/mountinfo.
@@ -36,6 +38,10 @@ func Cgroup2Mount() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return cgroup2Mount(m)
+}
+
+func cgroup2Mount(m Mounts) (string, error) {
 	if m.Cgroup2 == "" {
 		return "", fmt.Errorf("%w (cgroup layout: %s)", ErrNoCgroup2, m.Layout)
 	}
@@ -65,6 +71,12 @@ func ID(dir string) (uint64, error) {
 }
 
 func (c Config) resolve() (mount, parent string, err error) {
+	return c.resolveWith(Cgroup2Mount)
+}
+
+// resolveWith is resolve with find finding the cgroup2 mount when c names
+// none.
+func (c Config) resolveWith(find func() (string, error)) (mount, parent string, err error) {
 	mount, parent = c.Mount, c.Parent
 	if parent == "" {
 		parent = DefaultParent
@@ -73,7 +85,7 @@ func (c Config) resolve() (mount, parent string, err error) {
 		return "", "", err
 	}
 	if mount == "" {
-		if mount, err = Cgroup2Mount(); err != nil {
+		if mount, err = find(); err != nil {
 			return "", "", err
 		}
 	}
@@ -91,7 +103,17 @@ func (c Config) resolve() (mount, parent string, err error) {
 // a caller that hands the same Config to several operations: each would
 // otherwise read /proc/self/mountinfo again.
 func (c Config) Resolved() (Config, error) {
-	mount, _, err := c.resolve()
+	return c.resolved(Cgroup2Mount)
+}
+
+// ResolvedIn is Resolved with the cgroup2 mount found in mounts (the
+// caller's read of /proc/self/mountinfo, which it uses for more).
+func (c Config) ResolvedIn(mounts []mountinfo.Mount) (Config, error) {
+	return c.resolved(func() (string, error) { return cgroup2Mount(MountsIn(mounts)) })
+}
+
+func (c Config) resolved(find func() (string, error)) (Config, error) {
+	mount, _, err := c.resolveWith(find)
 	if err != nil {
 		return c, err
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/procfs"
 
 	"golang.org/x/sys/unix"
@@ -537,5 +538,41 @@ func TestDescendants(t *testing.T) {
 	}
 	if _, err := Descendants(1 << 30); err == nil {
 		t.Error("Descendants of a nonexistent pid succeeded")
+	}
+}
+
+// ResolvedIn finds the cgroup2 mount Resolved finds, in the mounts given
+// instead of a read of its own, and refuses what Resolved refuses: no
+// cgroup2 among them, or a mount point that is not cgroup2.
+func TestResolvedInIsResolved(t *testing.T) {
+	want, err := Config{}.Resolved()
+	if err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: no cgroup2 mount here: %v", err)
+	}
+	real, err := mountinfo.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mounts  []mountinfo.Mount
+		want    string
+		wantErr error
+	}{
+		{"this process's mounts", real, want.Mount, nil},
+		{"no cgroup2 among them", []mountinfo.Mount{{Root: "/", Point: "/", FSType: "ext4"}}, "", ErrNoCgroup2},
+		{"a cgroup2 mount point that is not one", []mountinfo.Mount{{Root: "/", Point: t.TempDir(), FSType: "cgroup2"}}, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Config{}.ResolvedIn(tc.mounts)
+			switch {
+			case tc.want != "" && (err != nil || got.Mount != tc.want):
+				t.Fatalf("ResolvedIn: mount %q (%v), Resolved found %q", got.Mount, err, tc.want)
+			case tc.want == "" && err == nil:
+				t.Fatalf("ResolvedIn resolved %q", got.Mount)
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Fatalf("ResolvedIn: %v, want %v", err, tc.wantErr)
+			}
+		})
 	}
 }

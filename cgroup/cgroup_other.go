@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"os"
+
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 )
 
 var errUnsupported = errors.New("cgroup v2 sessions are not supported on this OS")
@@ -19,6 +21,7 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) { return n
 func OpenSession(cfg Config, id string) (*Group, error)               { return nil, errUnsupported }
 func ListSessions(cfg Config) ([]string, error)                       { return nil, errUnsupported }
 func (c Config) Resolved() (Config, error)                            { return c, errUnsupported }
+func (c Config) ResolvedIn([]mountinfo.Mount) (Config, error)         { return c, errUnsupported }
 func ParentDir(cfg Config) (string, error)                            { return "", errUnsupported }
 func CgroupOf(pid int) (string, error)                                { return "", errUnsupported }
 func SessionOf(cfg Config, pid int) (string, bool, error)             { return "", false, errUnsupported }

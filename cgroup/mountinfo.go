@@ -53,11 +53,16 @@ var v1Options = map[string]bool{
 // more than once (bind mounts into containers), the mount of the hierarchy's
 // root wins over mounts of a subdirectory, then the first listed.
 func ParseMountinfo(r io.Reader) (Mounts, error) {
-	var m Mounts
 	mounts, err := mountinfo.Parse(r)
 	if err != nil {
 		return Mounts{}, err
 	}
+	return MountsIn(mounts), nil
+}
+
+// MountsIn is ParseMountinfo of mountinfo already parsed.
+func MountsIn(mounts []mountinfo.Mount) Mounts {
+	var m Mounts
 	cgroup2Root := false
 	for _, mt := range mounts {
 		switch mt.FSType {
@@ -87,5 +92,5 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 	default:
 		m.Layout = LayoutNone
 	}
-	return m, nil
+	return m
 }

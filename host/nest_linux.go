@@ -4,16 +4,12 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -108,6 +104,10 @@ type NestOptions struct {
 	Request func(parent *policy.Compiled, req NestRequest) (*policy.Compiled, []string, error)
 	// UID is the sessions' user, for the records.
 	UID int
+	// Ahead, when set, is the socket ListenNestAhead listens on (in
+	// Dir): RunNesting serves on it and closes it. Nil: RunNesting
+	// listens itself.
+	Ahead *NestListener
 }
 
 // RunNesting is Run for a session whose commands may run nested sessions
@@ -137,11 +137,21 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 		// round trip through another thread and ~12 system calls.
 		opts.KernelAudit = hub
 	}
-	srv, err := listenNest(h, plan, opts, nest)
+	var sock *nestSocket
+	if nest.Ahead != nil {
+		if sock, err = nest.Ahead.take(); err != nil {
+			return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
+		}
+	}
+	srv, err := listenNest(h, plan, opts, nest, sock)
 	if err != nil {
 		return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
 	}
 	defer srv.close()
+	// The session's start is serial from here (the plan bound, the
+	// launcher started): the launch spec's first coding, and the nested
+	// runs', is done on the other core meanwhile.
+	go warmNestCoding()
 	opts.SessionEnv = append(opts.SessionEnv, NestEnv+"="+srv.path)
 	// The socket is the session's way out to its supervisor: allowed by
 	// the supervisor's own rule, never by the user's files.
@@ -212,32 +222,14 @@ func (c *nestChild) finish(code int, err error) {
 	c.released.Do(c.n.Release)
 }
 
-func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestOptions) (*nestServer, error) {
-	dir := nest.Dir
-	if dir == "" {
-		dir = DefaultNestDir
-	}
-	// 0711: the sockets' names are not listed, only reached.
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return nil, err
-	}
-	removeStaleSockets(dir)
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	// Named after the supervisor's pid, for removeStaleSockets.
-	path := filepath.Join(dir, fmt.Sprintf("%d-%s.sock", os.Getpid(), hex.EncodeToString(b[:])))
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(true)
-	// Any uid may connect (a session may run as another user than root);
-	// what the caller may ask is decided by its cgroup.
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, err
+// listenNest makes the server of opts' nested sessions on sock, or on a
+// socket listened on now when sock is nil.
+func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestOptions, sock *nestSocket) (*nestServer, error) {
+	if sock == nil {
+		var err error
+		if sock, err = listenNestSocket(nest.Dir); err != nil {
+			return nil, err
+		}
 	}
 	warn := opts.Warn
 	if warn == nil {
@@ -249,34 +241,14 @@ func listenNest(h *Host, plan *planner.Plan, opts session.RunOptions, nest NestO
 		// below the session's, in this mount.
 		m, err := cgroup.Cgroup2Mount()
 		if err != nil {
-			ln.Close()
+			sock.ln.Close()
 			return nil, err
 		}
 		cfg.Mount = m
 	}
-	return &nestServer{h: h, plan: plan, kaudit: opts.KernelAudit, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil, path: path, ln: ln,
+	return &nestServer{h: h, plan: plan, kaudit: opts.KernelAudit, opts: nest, cfg: cfg, warn: warn, timing: opts.Timing != nil,
+		path: sock.path, ln: sock.ln,
 		sessions: map[string]session.SessionInfo{}, children: map[string]*nestChild{}, conns: map[*net.UnixConn]bool{}}, nil
-}
-
-// removeStaleSockets removes the sockets of supervisors that are gone
-// (killed: a supervisor that ends removes its own).
-func removeStaleSockets(dir string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, _, ok := strings.Cut(e.Name(), "-")
-		if !ok || !strings.HasSuffix(e.Name(), ".sock") {
-			continue
-		}
-		if _, err := strconv.Atoi(pid); err != nil {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }
 
 // start serves the session info, which now exists.
@@ -285,7 +257,6 @@ func (s *nestServer) start(info session.SessionInfo) {
 	s.root = info.ID
 	s.sessions[info.ID] = info
 	s.mu.Unlock()
-	go warmNestCoding()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -60,7 +60,7 @@ func LoadPinnedROView(objs *ROViewObjects, events *EventMaps, dir string) error 
 		}
 		maps[name] = m
 	}
-	prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "progs", roviewProgram), nil)
+	prog, err := loadPinnedProgram(filepath.Join(dir, "progs", roviewProgram))
 	if err != nil {
 		prog = nil
 		return fail(fmt.Errorf("open pinned program %s: %w", roviewProgram, err))

@@ -8,6 +8,7 @@ import (
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/audit/kernelaudit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/planner"
 	"github.com/openoxide/oxsupervise/policy"
@@ -46,8 +47,15 @@ type RunOptions struct {
 	QuarantineDir string
 	// SelfExe is a binary that is its own launcher (LauncherVerb), such
 	// as a test binary; "" means the launcher findLauncher decides.
-	SelfExe  string
-	Cgroup   cgroup.Config
+	SelfExe string
+	Cgroup  cgroup.Config
+	// Mounts, when set, are the supervisor's mounts (/proc/self/mountinfo)
+	// as its caller read them at its start, for the mount plan; nil: Run
+	// reads them. A standalone run reads the table once, for its cgroup
+	// mount and the plan (~0.25 ms a read), a few milliseconds before the
+	// plan is bound: the launcher mounts by that plan a few milliseconds
+	// after it anyway, so what a mount made in between misses is the same.
+	Mounts   []mountinfo.Mount
 	Registry Registry
 	// Layers are applied to the session cgroup while the launcher builds
 	// its mount namespace (cgroup network programs), except those whose

@@ -68,7 +68,7 @@ func decide(verb planner.Verb, plan *planner.Plan, c *policy.Compiled, opts plan
 // rules are built (an ABI that cannot honour the policy) is a refusal when
 // Landlock is the filesystem layer and lp's fallback warning when it is
 // stacked on BPF-LSM.
-func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
+func bind(c *policy.Compiled, lp *planner.Plan, mounts []mountinfo.Mount) (*Plan, error) {
 	p := &Plan{NetNS: lp.NetNS, LoopbackUp: lp.LoopbackUp, QuarantineNames: lp.QuarantineNames}
 	p.Layers = append(p.Layers, LayerCgroup)
 	if lp.Landlock != planner.Absent {
@@ -89,9 +89,11 @@ func bind(c *policy.Compiled, lp *planner.Plan) (*Plan, error) {
 			}
 		}
 	}
-	mounts, err := mountinfo.Read()
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("mount namespace: read mountinfo: %w", err)}
+	if mounts == nil {
+		var err error
+		if mounts, err = mountinfo.Read(); err != nil {
+			return nil, &BoundaryError{Layer: LayerMountNS, Err: fmt.Errorf("mount namespace: read mountinfo: %w", err)}
+		}
 	}
 	p.mounts = mounts
 	m, err := landlock.PlanMounts(c, p.Landlock, mounts)
@@ -166,7 +168,7 @@ func Run(ctx context.Context, opts RunOptions) (int, error) {
 	for _, w := range lp.Warnings {
 		fmt.Fprintf(warn, "oxsupervise: warning: %s\n", w)
 	}
-	plan, err := bind(opts.Policy, lp)
+	plan, err := bind(opts.Policy, lp, opts.Mounts)
 	if err != nil {
 		return 0, err
 	}

@@ -19,6 +19,7 @@ import (
 	// reaches the verb table, help or signal handling, and does nothing
 	// but build the boundary and exec.
 	_ "github.com/openoxide/oxsupervise/internal/launchfirst"
+	"github.com/openoxide/oxsupervise/internal/mountinfo"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
@@ -60,6 +61,11 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}
 	laxGC()
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
+	// The nested sessions' socket depends on nothing the policy or the
+	// host decide: it is listened on while they are worked out.
+	nestDir := os.Getenv(nestDirEnv)
+	ahead := host.ListenNestAhead(nestDir)
+	defer ahead.Close()
 	t, res, wd, failed := prepareResolved(s, r, r.user)
 	if res == nil {
 		return failed
@@ -81,8 +87,17 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	}()
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
 	// Found once for the host, the session group and the kernel audit
-	// feed; where it cannot be, each of them says why.
-	cg, _ := cgroup.Config{}.Resolved()
+	// feed; where it cannot be, each of them says why. The mount table
+	// it is found in is the mount plan's too (RunOptions.Mounts): read
+	// once. Unread, each reads it again and says why it cannot.
+	var cg cgroup.Config
+	mounts, err := mountinfo.Read()
+	if err == nil {
+		cg, _ = cgroup.Config{}.ResolvedIn(mounts)
+	} else {
+		mounts = nil
+		cg, _ = cgroup.Config{}.Resolved()
+	}
 	h := openHost(unbound, cg, unavailable, s.err, tm)
 	b := <-binding
 	if b.c == nil {
@@ -95,7 +110,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// which waits for session_stop's sync while the host closes.
 	var beforeExit sync.WaitGroup
 	code, err := h.RunNesting(ctx, session.RunOptions{
-		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg,
+		Policy: c, Argv: r.argv, Env: targetEnv(t), Dir: wd, Cgroup: cg, Mounts: mounts,
 		UID: t.uid, GID: t.gid, Groups: t.groups,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Warn:        s.err,
@@ -106,7 +121,7 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		// The CLI exits once the session is done.
 		ExitAfter:  true,
 		BeforeExit: &beforeExit,
-	}, host.NestOptions{Dir: os.Getenv(nestDirEnv), Request: nestRequest(t), UID: t.uid})
+	}, host.NestOptions{Dir: nestDir, Request: nestRequest(t), UID: t.uid, Ahead: ahead})
 	// Run has removed the session: nothing is left for the layers to
 	// confine, and the process exits next.
 	if err := h.CloseForExit(); err != nil {
