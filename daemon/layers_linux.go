@@ -40,6 +40,10 @@ type enforcement struct {
 	netErr error
 	fs     *session.FSLayer
 	fsErr  error
+	// roview is the read-only view's audit (run sessions without
+	// BPF-LSM), nil when not built; its program lingers attached for
+	// ROViewLinger after the last session that needed it.
+	roview *session.ROViewLayer
 
 	mu sync.Mutex
 	// attached holds, per cgroup id, the teardowns of the layers applied to
@@ -54,6 +58,16 @@ type enforcement struct {
 	pinErr error
 }
 
+// ROViewLinger is how long the daemon keeps the read-only view audit's
+// program attached after the last session that needed it ended. The
+// program runs on the exit of every system call of the machine, so it is
+// not left attached for good; attaching and detaching it each rewrite the
+// system call exit path on every CPU (0.1-3.7 ms each in a VM), which a
+// client starting one short session after another (a sandbox per
+// command) would otherwise pay for every session. A session that comes
+// within the linger finds it attached.
+const ROViewLinger = 5 * time.Second
+
 // buildEnforcement opens the host. It never fails: a layer that cannot be
 // built is logged at error level and left out. resolverAnswered, when
 // set, receives the network layer's resolver answers (the metrics).
@@ -65,9 +79,10 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer, resolverA
 	h := host.Open(host.Options{
 		Cgroup: opts.Cgroup, KernelBuffer: opts.KernelBuffer, ResolverUpstream: opts.ResolverUpstream,
 		Unavailable: opts.Unavailable, Pins: host.Generations{Dir: pinDir}, Warn: warn, ResolverAnswered: resolverAnswered,
+		ROViewLinger: ROViewLinger, ROViewAfterFunc: opts.roviewAfterFunc,
 	}, planner.Want{BPFLSM: true, Network: true, ReadOnlyViewAudit: true})
 	e := &enforcement{host: h, unavailable: opts.Unavailable, attached: map[uint64][]teardown{},
-		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), pinErr: h.PinErr()}
+		net: h.Network(), netErr: h.NetworkErr(), fs: h.FS(), fsErr: h.FSErr(), roview: h.ROView(), pinErr: h.PinErr()}
 	if e.pinErr != nil {
 		zl.Error().Err(e.pinErr).Str("pin_dir", pinDir).
 			Msg("enforcement is NOT pinned: a crash or kill -9 of the daemon leaves attach sessions without their BPF rules until the next start applies them again")
@@ -86,6 +101,13 @@ func buildEnforcement(opts Options, zl zerolog.Logger, warn io.Writer, resolverA
 			Msg("BPF-LSM filesystem layer NOT built: run sessions use Landlock and the mount namespace; attach sessions get no filesystem rules (and are told so)")
 	} else {
 		zl.Info().Str("layer", session.LayerBPFLSM).Strs("hooks", e.fs.Hooks()).Msg("BPF-LSM filesystem layer built")
+	}
+	if e.roview != nil {
+		zl.Info().Str("layer", session.LayerReadOnlyViewAudit).Dur("linger", ROViewLinger).
+			Msg("read-only view audit built: its program is attached while a run session without BPF-LSM needs it and for the linger after the last one")
+	} else if err := h.ROViewErr(); e.fs == nil {
+		zl.Warn().Str("layer", session.LayerReadOnlyViewAudit).Err(err).
+			Msg("read-only view audit NOT built: run sessions without BPF-LSM are refused writes outside their writable roots (EROFS) that are not audited, and are told so")
 	}
 	for _, spec := range []pinSpec{fsPins(), netPins()} {
 		if err := h.PinFailed(spec.layer); err != nil {
@@ -231,6 +253,11 @@ func (e *enforcement) close(zl zerolog.Logger) error {
 	}
 	if e.net != nil {
 		closeLayer(session.LayerNetwork, e.net.Close)
+	}
+	if e.roview != nil {
+		// Run sessions only, all ended by now: nothing is kept for the
+		// next daemon. Its program is detached (lingering or not).
+		errs = append(errs, e.roview.Close())
 	}
 	// The layers are closed or left to their pins: what is left is the
 	// ring buffer. What the pinned programs report from now on stays in

@@ -86,6 +86,9 @@ type Options struct {
 	otlpRetry time.Duration
 	// adoptGrace overrides defaultAdoptGrace (tests; negative: none).
 	adoptGrace time.Duration
+	// roviewAfterFunc schedules the end of the read-only view audit's
+	// linger instead of time.AfterFunc (tests end it themselves).
+	roviewAfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// headerTimeout and bodyTimeout override DefaultHeaderTimeout and
 	// DefaultBodyTimeout (tests).
 	headerTimeout, bodyTimeout time.Duration

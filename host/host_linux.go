@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,6 +52,12 @@ type Options struct {
 	Warn io.Writer
 	// Timing, when set, is told when each layer is built.
 	Timing *phasetime.Recorder
+	// ROViewLinger and ROViewAfterFunc are the read-only view audit's
+	// session.ROViewConfig Linger and AfterFunc: a host that serves one
+	// session after another (the daemon) keeps its program attached for a
+	// while after the last session that needed it.
+	ROViewLinger    time.Duration
+	ROViewAfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // Host owns the BPF objects that enforce sessions: the shared event ring
@@ -278,7 +285,7 @@ func (h *Host) buildROView(opts Options, ring func() (*bpfring.Ring, error)) err
 	if err != nil {
 		return err
 	}
-	cfg := session.ROViewConfig{Events: r, Warn: opts.Warn}
+	cfg := session.ROViewConfig{Events: r, Warn: opts.Warn, Linger: opts.ROViewLinger, AfterFunc: opts.ROViewAfterFunc}
 	// Only a Pinning that keeps unattached programs pins this layer: it
 	// has no link, so a generation of it would hold nothing that confines.
 	_, keeps := h.pinning.(keepsPrograms)
@@ -402,11 +409,14 @@ func (h *Host) Layers(plan *planner.Plan) []session.SessionLayer {
 	return out
 }
 
-// FS and Network return the layers (nil when not built), Err why not.
+// FS, Network and ROView return the layers (nil when not built), Err why
+// not.
 func (h *Host) FS() *session.FSLayer           { return h.fs }
 func (h *Host) Network() *session.NetworkLayer { return h.net }
+func (h *Host) ROView() *session.ROViewLayer   { return h.roview }
 func (h *Host) FSErr() error                   { return h.fsErr }
 func (h *Host) NetworkErr() error              { return h.netErr }
+func (h *Host) ROViewErr() error               { return h.roviewErr }
 func (h *Host) Ring() *bpfring.Ring            { return h.ring }
 
 // Close closes the layers and the ring in this process. What is pinned
