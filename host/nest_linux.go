@@ -73,16 +73,24 @@ type NestRequest struct {
 	// Launcher is the pid of the launcher the nested run started for the
 	// command (a child of the nested run, in its group, waiting for its
 	// spec): the supervisor moves it into the child's group while it
-	// starts (session.StartNestedLauncher).
+	// sets itself up (session.StartNestedLauncher).
 	Launcher int `json:"launcher"`
+	// ExecGate says the nested run holds the launcher at its exec gate
+	// until the second answer admits it (NestAnswer.Admitted): the spec
+	// is answered first, while the launcher is being moved.
+	ExecGate bool `json:"exec_gate"`
 }
 
-// NestAnswer is the supervisor's answer to a NestRequest, and at the end
-// of the child (Records).
+// NestAnswer is the supervisor's answer to a NestRequest: first the
+// child's gated Spec (or Error), then, once its launcher is verified in
+// the child's group and session_start written, Admitted (or Error); at
+// the end of the child its Records.
 type NestAnswer struct {
 	Session string              `json:"session,omitempty"`
 	Parent  string              `json:"parent,omitempty"`
 	Spec    *session.LaunchSpec `json:"spec,omitempty"`
+	// Admitted opens the launcher's exec gate: nothing else does.
+	Admitted bool `json:"admitted,omitempty"`
 	// Warnings are the tier's and the compile's, for the caller's stderr.
 	Warnings []string `json:"warnings,omitempty"`
 	// Error is why nothing was created, Code the exit status to report.
@@ -478,6 +486,10 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuse(2, errors.New("bad request: no command, or a relative directory"))
 		return
 	}
+	if !req.ExecGate {
+		refuse(125, errors.New("bad request: the nested run does not hold its launcher at an exec gate (it is of another version than its supervisor)"))
+		return
+	}
 	launcher, err := p.child(req.Launcher)
 	if err != nil {
 		refuse(125, fmt.Errorf("bad request: launcher: %w", err))
@@ -485,7 +497,8 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}
 	defer unix.Close(launcher.pidfd)
 	// The group first: the launcher's move into it (a wait of its own)
-	// runs while the request is compiled and the session built.
+	// runs while the request is compiled and the session built, and
+	// while the launcher sets itself up with the spec answered below.
 	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid, s.kaudit)
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
@@ -533,14 +546,25 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		s.mu.Unlock()
 	}()
 	spec, err := n.Spec(req.Argv, req.Env, []string{NestEnv + "=" + s.path}, req.Dir)
-	tm.Mark("nested: spec")
-	// The pid moved was the pinned launcher's: still alive after the
-	// move, and in the child's group (Started), while it waits for the
-	// spec.
-	if err == nil {
-		err = n.Admitted()
-		tm.Mark("nested: launcher moved into the group")
+	if err != nil {
+		c.finish(-1, err)
+		refuse(session.FailureOf(err).Code, err)
+		return
 	}
+	// The launcher gets its (gated) spec now, while it is moved into the
+	// child's group: it sets itself up during the move, and execs only
+	// once the second answer admits it.
+	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
+		c.finish(-1, err)
+		return
+	}
+	tm.Mark("nested: spec sent")
+	// The pid moved was the pinned launcher's: still alive after the
+	// move, and in the child's group (Started). Until then its exec gate
+	// stays shut: a refusal here is the answer, and the nested run kills
+	// the launcher, which ran nothing.
+	err = n.Admitted()
+	tm.Mark("nested: launcher moved into the group")
 	if err == nil && !launcher.alive() {
 		err = fmt.Errorf("the launcher (pid %d) exited", launcher.pid)
 	}
@@ -556,8 +580,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		return
 	}
 	tm.Mark("nested: session_start")
-	// The launcher gets its spec from this answer.
-	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
+	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Admitted: true}); err != nil {
 		c.finish(-1, err)
 		return
 	}

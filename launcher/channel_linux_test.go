@@ -5,6 +5,7 @@ package launcher
 import (
 	"encoding/binary"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,7 +101,8 @@ func TestSpecChannelRefuses(t *testing.T) {
 	frame := func(body string) []byte {
 		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 	}
-	spec := `{"version":2,"path":"/bin/true"}`
+	thisVersion := strconv.Itoa(SpecVersion)
+	spec := `{"version":` + thisVersion + `,"path":"/bin/true"}`
 	for _, tc := range []struct {
 		name    string
 		frame   []byte
@@ -109,7 +111,7 @@ func TestSpecChannelRefuses(t *testing.T) {
 	}{
 		{"two descriptors", frame(spec), 2, "came with 2 descriptors, want 3"},
 		{"no descriptors", frame(spec), 0, "came with 0 descriptors, want 3"},
-		{"shm missing", frame(`{"version":2,"path":"/bin/true","mounts":{"private_shm":true}}`), 3, "want 4 (stdin, stdout, stderr, private /dev/shm)"},
+		{"shm missing", frame(`{"version":` + thisVersion + `,"path":"/bin/true","mounts":{"private_shm":true}}`), 3, "want 4 (stdin, stdout, stderr, private /dev/shm)"},
 		{"cut short", frame(spec)[:10], 3, "closed the spec channel before the spec was complete"},
 		{"another version", frame(`{"version":1,"path":"/bin/true"}`), 3, "launch spec version 1"},
 		{"too long", binary.BigEndian.AppendUint32(nil, maxSpecBytes+1), 3, "more than"},

@@ -30,7 +30,7 @@ const (
 // build must refuse the spec (nothing runs) rather than read a boundary it
 // does not know. Bump it whenever a field changes meaning; a field it does
 // not know at all is refused anyway (the spec is decoded strictly).
-const SpecVersion = 2
+const SpecVersion = 3
 
 // Spec is everything the launcher needs; the supervisor computes it so
 // that the launcher makes no policy decisions of its own.
@@ -61,7 +61,11 @@ type Spec struct {
 	// ExecGate makes the launcher report on the exec gate (SpecFD) once
 	// its mount namespace is built, and exec only once the supervisor
 	// answers: the supervisor activates the layers that would refuse
-	// those mounts (BPF-LSM) in between.
+	// those mounts (BPF-LSM) in between. A Nested launcher builds no
+	// mounts and reports nothing: it narrows itself completely and
+	// waits for GateGo, which its nested run sends once the supervisor
+	// has moved it into the child's group (version 3; a version-2
+	// launcher exec'd a nested spec at once).
 	ExecGate bool `json:"exec_gate,omitempty"`
 	// Nested is a nested session's launcher: started by the nested `run`
 	// inside its parent session, which has no privilege left to use. It

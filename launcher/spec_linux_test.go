@@ -3,6 +3,7 @@
 package launcher
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -10,13 +11,14 @@ import (
 // TestReadSpec: a spec from another build (another version, or a field
 // this launcher does not know) is refused, not half read.
 func TestReadSpec(t *testing.T) {
+	thisVersion := strconv.Itoa(SpecVersion)
 	for _, tc := range []struct {
 		name, spec, wantErr string
 	}{
-		{"this version", `{"version":2,"path":"/bin/true","argv":["true"],"mounts":{"read_only_view":true}}`, ""},
+		{"this version", `{"version":` + thisVersion + `,"path":"/bin/true","argv":["true"],"mounts":{"read_only_view":true}}`, ""},
 		{"no version", `{"path":"/bin/true"}`, "launch spec version 0"},
 		{"another version", `{"version":1,"path":"/bin/true"}`, "launch spec version 1"},
-		{"unknown field", `{"version":2,"path":"/bin/true","mounts":{"read_only_view":true,"new_layer":true}}`, `unknown field "new_layer"`},
+		{"unknown field", `{"version":` + thisVersion + `,"path":"/bin/true","mounts":{"read_only_view":true,"new_layer":true}}`, `unknown field "new_layer"`},
 		{"not JSON", `version=1`, "decode launch spec"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,9 +32,10 @@ import (
 // entries in the BPF maps, the child's audit sink. The nested `run` (inside
 // the parent session, with nothing left to build with) starts the
 // launcher first (StartNestedLauncher); the supervisor moves that launcher
-// into the child's group (ReserveNested) and answers with its spec, and
-// the launcher stacks the child's Landlock ruleset on the parent's domain
-// and execs. So the child inherits everything the parent's
+// into the child's group (ReserveNested) and answers with its spec
+// meanwhile, and the launcher stacks the child's Landlock ruleset on the
+// parent's domain during the move and execs once the supervisor admits it
+// (Started: the move verified, session_start written). So the child inherits everything the parent's
 // boundary is (mount namespace, seccomp, no capabilities, Landlock) and
 // only narrows it; a nested `run` that skipped its steps would run with
 // the parent's rules, which the kernel still holds.
@@ -73,8 +74,9 @@ type NestedOptions struct {
 }
 
 // Nested is a nested session the supervisor built (StartNested): its
-// group exists, its layers are applied, and its launcher is in its group,
-// waiting for the spec (Started, then the nested run's answer).
+// group exists, its layers are applied, and its launcher is on its way
+// into its group, given its spec or waiting for it, and held at its exec
+// gate until Started admits it.
 type Nested struct {
 	ID      string
 	Parent  string
@@ -132,8 +134,8 @@ type NestedGroup struct {
 // into it. The move waits for an RCU grace period (the write side of
 // cgroup_threadgroup_rwsem, ~10 ms after a quiet spell): it runs while the
 // caller compiles the child's policy and StartNested builds the rest, and
-// Admitted waits for it. Nothing runs in the group before the launcher
-// has its spec. StartNested takes the group, or Discard removes it.
+// Admitted waits for it. Nothing of the command runs before Started
+// verified the move: the launcher waits at its exec gate until then. StartNested takes the group, or Discard removes it.
 // With plan.KernelAudit, the child's kernel audit reader opens meanwhile
 // too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine),
 // unless hub, the supervisor's shared reader, is given: the child then
@@ -403,7 +405,10 @@ func (n *Nested) Info() SessionInfo { return n.info }
 // Spec is the launch spec of the child's command: argv looked up in the
 // child's environment, which is env scrubbed by the child's policy (the
 // command tier's credentials are gone before exec) with extra and the
-// child's id set, and the child's Landlock ruleset to stack.
+// child's id set, and the child's Landlock ruleset to stack. It is gated:
+// the nested run hands it to the launcher before Started (the launcher
+// sets itself up during its move) and opens the exec gate only once
+// Started succeeded.
 func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error) {
 	c := n.info.Policy
 	scrubbed := ScrubEnv(env, c.Env)
@@ -420,6 +425,9 @@ func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error)
 	return LaunchSpec{
 		SessionID: n.ID, Path: exe, Argv: argv, Env: append(append(scrubbed, extra...), SessionEnv+"="+n.ID), Dir: dir,
 		Landlock: n.ruleset, RestrictSockets: planner.SeccompSockets(c, n.bpflsm), Nested: true,
+		// The spec goes out while the launcher is moved into the
+		// child's group: it execs once the move is verified (Started).
+		ExecGate: true,
 	}, nil
 }
 
@@ -434,9 +442,9 @@ func slicesDeleteEnv(env []string, name string) []string {
 }
 
 // Started records that the launcher of the child's command is pid, which
-// must be in the child's group (checked while the launcher waits for its
-// spec, which the caller confirms alive by its pidfd afterwards), and
-// writes the child's session_start.
+// must be in the child's group (checked while the launcher waits at its
+// exec gate, which the caller confirms alive by its pidfd afterwards), and
+// writes the child's session_start. Only then may the gate open.
 func (n *Nested) Started(pid int) error {
 	if err := n.Admitted(); err != nil {
 		return err
