@@ -394,7 +394,7 @@ type pinned struct {
 func (l *pinned) alive() bool { return unix.PidfdSendSignal(l.pidfd, 0, nil, 0) == nil }
 
 // child pins pid, which must be a child of the peer: the launcher of its
-// command. Its group is ReserveNested's to check.
+// command. Its group is NestedGroup.Admit's to check.
 func (p *peer) child(pid int) (*pinned, error) {
 	if pid <= 0 {
 		return nil, errors.New("no launcher pid (the nested run is of another version than its supervisor)")
@@ -476,45 +476,53 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	}
 	defer unix.Close(p.pidfd)
 	tm.Mark("nested: peer authorized")
-	var req NestRequest
-	if err := dec.Decode(&req); err != nil {
-		refuse(125, fmt.Errorf("bad request: %w", err))
-		return
-	}
-	tm.Mark("nested: request read")
-	if len(req.Argv) == 0 || !filepath.IsAbs(req.Dir) {
-		refuse(2, errors.New("bad request: no command, or a relative directory"))
-		return
-	}
-	if !req.ExecGate {
-		refuse(125, errors.New("bad request: the nested run does not hold its launcher at an exec gate (it is of another version than its supervisor)"))
-		return
-	}
-	launcher, err := p.child(req.Launcher)
-	if err != nil {
-		refuse(125, fmt.Errorf("bad request: launcher: %w", err))
-		return
-	}
-	defer unix.Close(launcher.pidfd)
-	// The group first: the launcher's move into it (a wait of its own)
-	// runs while the request is compiled and the session built, and
-	// while the launcher sets itself up with the spec answered below.
-	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, launcher.pid, s.kaudit)
+	// The group first, before the request: it also starts the RCU grace
+	// period the launcher's move waits for, while the nested run starts
+	// its launcher and sends the request naming it.
+	group, err := session.ReserveNested(p.parent, s.plan, s.cfg, s.kaudit)
 	if err != nil {
 		refuse(session.FailureOf(err).Code, err)
 		return
 	}
 	tm.Mark("nested: group reserved")
+	refuseReserved := func(code int, err error) {
+		group.Discard(s.warn)
+		refuse(code, err)
+	}
+	var req NestRequest
+	if err := dec.Decode(&req); err != nil {
+		refuseReserved(125, fmt.Errorf("bad request: %w", err))
+		return
+	}
+	tm.Mark("nested: request read")
+	if len(req.Argv) == 0 || !filepath.IsAbs(req.Dir) {
+		refuseReserved(2, errors.New("bad request: no command, or a relative directory"))
+		return
+	}
+	if !req.ExecGate {
+		refuseReserved(125, errors.New("bad request: the nested run does not hold its launcher at an exec gate (it is of another version than its supervisor)"))
+		return
+	}
+	launcher, err := p.child(req.Launcher)
+	if err != nil {
+		refuseReserved(125, fmt.Errorf("bad request: launcher: %w", err))
+		return
+	}
+	defer unix.Close(launcher.pidfd)
+	// The launcher's move (a wait of its own, unless the grace period
+	// started with the group has passed) runs while the request is
+	// compiled and the session built, and while the launcher sets itself
+	// up with the spec answered below.
+	group.Admit(launcher.pid)
+	tm.Mark("nested: launcher move started")
 	request, warnings, err := s.opts.Request(p.parent.Policy, req)
 	if err != nil {
-		group.Discard(s.warn)
-		refuse(2, fmt.Errorf("policy: %w", err))
+		refuseReserved(2, fmt.Errorf("policy: %w", err))
 		return
 	}
 	child, err := policy.Tighten(p.parent.Policy, request)
 	if err != nil {
-		group.Discard(s.warn)
-		refuse(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
+		refuseReserved(125, fmt.Errorf("a nested session cannot be looser than session %s:\n%w", p.parent.ID, err))
 		return
 	}
 	tm.Mark("nested: policy")

@@ -105,8 +105,11 @@ type NestedGroup struct {
 	ID     string
 	parent string
 	group  *cgroup.Group
-	// launcher is the pid being moved in: session_start names it.
+	// launcher is the pid being moved in (Admit): session_start names
+	// it.
 	launcher int
+	// parentPath and mount are the parent's group and the cgroup2 mount.
+	parentPath, mount string
 	// aud is the child's auditor, made here so that its kernel audit
 	// reader opens (reader and readerErr, once opened is closed) while
 	// the child's policy is compiled; StartNested gives aud its sink and
@@ -121,26 +124,28 @@ type NestedGroup struct {
 	// subscribes to instead of opening a reader of its own.
 	hub *kernelaudit.Hub
 	// admitted is the move of the launcher into the group, which runs
-	// while the supervisor prepares the rest (Admitted waits for it).
+	// while the supervisor prepares the rest (Admitted waits for it);
+	// nil until Admit.
 	admitted  chan error
 	admitOnce sync.Once
 	admitErr  error
 }
 
 // ReserveNested creates the group of a nested session of parent, a
-// layout of cfg, and starts moving launcher (the launcher of the child's
-// command, in the parent's group and waiting for its spec:
-// StartNestedLauncher; the caller checked it is the nested run's child)
-// into it. The move waits for an RCU grace period (the write side of
-// cgroup_threadgroup_rwsem, ~10 ms after a quiet spell): it runs while the
-// caller compiles the child's policy and StartNested builds the rest, and
-// Admitted waits for it. Nothing of the command runs before Started
-// verified the move: the launcher waits at its exec gate until then. StartNested takes the group, or Discard removes it.
-// With plan.KernelAudit, the child's kernel audit reader opens meanwhile
-// too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine),
-// unless hub, the supervisor's shared reader, is given: the child then
-// subscribes to it.
-func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, launcher int, hub *kernelaudit.Hub) (*NestedGroup, error) {
+// layout of cfg, as soon as its nested run has connected (before its
+// request, which names its launcher: Admit). The launcher's move into the
+// group waits for an RCU grace period (the write side of
+// cgroup_threadgroup_rwsem, ~7 ms after a quiet spell) unless one has just
+// passed: ReserveNested starts one now, with a migration that moves
+// nothing (cgroup.MigrateSelfInPlace), while the nested run starts its
+// launcher and sends its request, so the move finds it passed. Nothing of
+// the command runs before Started verified the move: the launcher waits at
+// its exec gate until then. StartNested takes the group, or Discard
+// removes it. With plan.KernelAudit, the child's kernel audit reader opens
+// meanwhile too (a round trip to the audit subsystem: 0.2-5 ms on a busy
+// machine), unless hub, the supervisor's shared reader, is given: the
+// child then subscribes to it.
+func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, hub *kernelaudit.Hub) (*NestedGroup, error) {
 	id, err := NewID()
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
@@ -153,9 +158,12 @@ func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config,
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	g := &NestedGroup{ID: id, parent: parent.ID, group: group, launcher: launcher, admitted: make(chan error, 1),
+	// After the group's mkdir, which would wait for it (cgroup_mutex).
+	// Only a cost: a move that finds no grace period passed waits for
+	// one of its own.
+	go cgroup.MigrateSelfInPlace(cfg.Mount)
+	g := &NestedGroup{ID: id, parent: parent.ID, parentPath: parent.CgroupPath, mount: cfg.Mount, group: group,
 		aud: newNestedAuditor(id), layout: layout, opened: make(chan struct{}), hub: hub}
-	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
 	if plan != nil && plan.KernelAudit && hub == nil {
 		go func() {
 			defer close(g.opened)
@@ -165,6 +173,18 @@ func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config,
 		close(g.opened)
 	}
 	return g, nil
+}
+
+// Admit starts moving launcher (the launcher of the child's command, in
+// the parent's group and waiting for its spec: StartNestedLauncher; the
+// caller checked it is the nested run's child) into the group. The move
+// runs while the caller compiles the child's policy and StartNested
+// builds the rest; Admitted waits for it. Call it once, before
+// StartNested.
+func (g *NestedGroup) Admit(launcher int) {
+	g.launcher = launcher
+	g.admitted = make(chan error, 1)
+	go func() { g.admitted <- g.admit(g.mount, g.parentPath, launcher) }()
 }
 
 // takeReader waits for the child's kernel audit reader (opened now if
@@ -207,14 +227,20 @@ func (g *NestedGroup) admit(mount, parentPath string, pid int) error {
 }
 
 // Admitted waits for the launcher's move into the group and returns its
-// result.
+// result (an error when Admit was not called).
 func (g *NestedGroup) Admitted() error {
-	g.admitOnce.Do(func() { g.admitErr = <-g.admitted })
+	g.admitOnce.Do(func() {
+		if g.admitted == nil {
+			g.admitErr = &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("nested session %s: no launcher was moved into its group", g.ID)}
+			return
+		}
+		g.admitErr = <-g.admitted
+	})
 	return g.admitErr
 }
 
 // Discard removes a group StartNested did not take (the request was
-// refused), killing the launcher moved into it.
+// refused), killing the launcher moved into it, if one was.
 func (g *NestedGroup) Discard(warn io.Writer) {
 	g.Admitted() // done with the group before it is removed
 	if <-g.opened; !g.taken && g.reader != nil {
@@ -232,11 +258,11 @@ func (g *NestedGroup) Discard(warn io.Writer) {
 func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	warn := warnOrDiscard(opts.Warn)
 	p, c, g := opts.Parent, opts.Policy, opts.Group
-	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil {
+	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil || g.admitted == nil {
 		if g != nil {
 			g.Discard(warn)
 		}
-		return nil, errors.New("nested session: parent policy, plan, child policy and group are required")
+		return nil, errors.New("nested session: parent policy, plan, child policy and group (its launcher admitted) are required")
 	}
 	n := &Nested{ID: g.ID, Parent: p.ID, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing, g: g}
 	fail := func(err error) (*Nested, error) {
