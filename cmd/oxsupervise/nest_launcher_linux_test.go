@@ -24,7 +24,8 @@ const forgeLauncherEnv = "OXS_TEST_FORGE_LAUNCHER"
 
 // TestNestForgedLauncherHelper is the process inside the session of
 // TestNestedSessionForeignLauncher: it prints the supervisor's answer and
-// the number of groups below its own when the answer came.
+// the number of groups below its own when the answer came. "garbage"
+// sends no request, only a line that is none.
 func TestNestForgedLauncherHelper(t *testing.T) {
 	which := os.Getenv(forgeLauncherEnv)
 	if which == "" {
@@ -48,7 +49,13 @@ func TestNestForgedLauncherHelper(t *testing.T) {
 		out(host.NestAnswer{}, -1, err)
 	}
 	wd, _ := os.Getwd()
-	json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: launcher, ExecGate: true})
+	if which == "garbage" {
+		// No request at all: the group made when the run connected
+		// must go all the same.
+		fmt.Fprintln(conn, "not a request")
+	} else {
+		json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: launcher, ExecGate: true})
+	}
 	var a host.NestAnswer
 	if err := json.NewDecoder(conn).Decode(&a); err != nil {
 		out(a, -1, err)
@@ -76,11 +83,14 @@ func TestNestForgedLauncherHelper(t *testing.T) {
 // TestNestedSessionForeignLauncher: the launcher a nested run names must
 // be its own child (the process the supervisor moves into the child's
 // group and whose spec it hands over); any other pid of the session, or
-// none, is refused before anything is created or moved.
+// none, is refused before anything is moved, and the group made when the
+// run connected is gone when the refusal is answered, as it is for a run
+// that sends no request at all.
 func TestNestedSessionForeignLauncher(t *testing.T) {
 	for _, tc := range []struct{ which, want string }{
 		{"parent", "is not a child of pid"},
 		{"none", "no launcher pid"},
+		{"garbage", "bad request"},
 	} {
 		t.Run(tc.which, func(t *testing.T) {
 			w := newNestWorld(t)
