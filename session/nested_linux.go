@@ -32,13 +32,14 @@ import (
 // entries in the BPF maps, the child's audit sink. The nested `run` (inside
 // the parent session, with nothing left to build with) starts the
 // launcher first (StartNestedLauncher); the supervisor moves that launcher
-// into the child's group (ReserveNested) and answers with its spec
-// meanwhile, and the launcher stacks the child's Landlock ruleset on the
-// parent's domain during the move and execs once the supervisor admits it
-// (Started: the move verified, session_start written). So the child inherits everything the parent's
-// boundary is (mount namespace, seccomp, no capabilities, Landlock) and
-// only narrows it; a nested `run` that skipped its steps would run with
-// the parent's rules, which the kernel still holds.
+// into the child's group (ReserveNested, NestedGroup.Admit) and answers
+// with its spec meanwhile, and the launcher stacks the child's Landlock
+// ruleset on the parent's domain during the move and execs once the
+// supervisor admits it (Started: the move verified, session_start
+// written). So the child inherits everything the parent's boundary is
+// (mount namespace, seccomp, no capabilities, Landlock) and only narrows
+// it; a nested `run` that skipped its steps would run with the parent's
+// rules, which the kernel still holds.
 
 // NestedOptions are the inputs of StartNested.
 type NestedOptions struct {

@@ -26,10 +26,11 @@ import (
 // (cgroup_threadgroup_rwsem taken for write: up to ~10 ms); the launcher's own
 // start, and its set-up once Send gave it its spec, overlap it instead of
 // following it, and it execs only when Run opens its exec gate. Run or
-// Abort ends it, on the goroutine that started it. The nested run exits once its session has
-// ended: the relay of its signals to the command is left to that exit
-// (signal.Stop is a round trip to the runtime's signal-mask thread per
-// signal, on the way from the command's exit to the run's report of it).
+// Abort ends it, on the goroutine that started it. The nested run exits
+// once its session has ended: the relay of its signals to the command is
+// left to that exit (signal.Stop is a round trip to the runtime's
+// signal-mask thread per signal, on the way from the command's exit to
+// the run's report of it).
 type NestedLauncher struct {
 	program           *launcherExec // which launcher (launcherCommand)
 	cmd               *exec.Cmd
