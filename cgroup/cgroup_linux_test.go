@@ -576,3 +576,30 @@ func TestResolvedInIsResolved(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateSelfInPlaceMovesNothing: the migration that starts an RCU
+// grace period ahead of a nested launcher's move leaves the caller in its
+// own group and moves no other process (here one in a session group).
+func TestMigrateSelfInPlaceMovesNothing(t *testing.T) {
+	cfg := requireSessions(t)
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroup(t, cfg, Limits{})
+	sleep := exec.Command("sleep", "100")
+	startIn(t, g, sleep)
+	self, other := "/proc/self/cgroup", fmt.Sprintf("/proc/%d/cgroup", sleep.Process.Pid)
+	ownBefore, otherBefore := procCgroup(t, self), procCgroup(t, other)
+	for round := range 2 { // the second within the first's grace period
+		if err := MigrateSelfInPlace(mount); err != nil {
+			t.Fatalf("round %d: MigrateSelfInPlace: %v", round, err)
+		}
+	}
+	if own := procCgroup(t, self); own != ownBefore {
+		t.Errorf("the caller moved from %s to %s", ownBefore, own)
+	}
+	if o := procCgroup(t, other); o != otherBefore || !strings.HasSuffix(g.Path, o) {
+		t.Errorf("another process moved from %s to %s (its group is %s)", otherBefore, o, g.Path)
+	}
+}

@@ -24,6 +24,7 @@ func (c Config) Resolved() (Config, error)                            { return c
 func (c Config) ResolvedIn([]mountinfo.Mount) (Config, error)         { return c, errUnsupported }
 func ParentDir(cfg Config) (string, error)                            { return "", errUnsupported }
 func CgroupOf(pid int) (string, error)                                { return "", errUnsupported }
+func MigrateSelfInPlace(mount string) error                           { return errUnsupported }
 func SessionOf(cfg Config, pid int) (string, bool, error)             { return "", false, errUnsupported }
 func SessionChain(cfg Config, pid int) ([]string, error)              { return nil, errUnsupported }
 func Tasks(pid int) ([]int, error)                                    { return nil, errUnsupported }

@@ -137,8 +137,23 @@ func narrow(spec *Spec, supervisor int) (Step, error) {
 // buildNested is buildBoundary for a nested session: everything the parent
 // session's launcher built is inherited, and only what narrows it is done
 // again. landlock_restrict_self stacks the child's ruleset on the parent's
-// domain: an access then needs both.
+// domain: an access then needs both. With spec.ExecGate (the nested run
+// has the spec while the supervisor still moves this process into the
+// child's group) it narrows itself meanwhile and execs only on GateGo.
 func buildNested(spec *Spec, supervisor int) (Step, error) {
+	if step, err := narrowNested(spec, supervisor); err != nil {
+		return step, err
+	}
+	if spec.ExecGate {
+		if err := awaitGateGo(); err != nil {
+			return StepExecGate, err
+		}
+	}
+	return "", nil
+}
+
+// narrowNested is everything a nested launcher does before its exec.
+func narrowNested(spec *Spec, supervisor int) (Step, error) {
 	prepared, err := spec.Landlock.Prepare()
 	if err != nil {
 		return StepLandlock, err

@@ -32,7 +32,8 @@ const (
 // not know at all is refused anyway (the spec is decoded strictly). 3: the
 // spec travels in the wire encoding (wire.go), no longer as JSON; a JSON
 // spec fails to decode in this launcher, as this encoding does in one
-// that reads JSON.
+// that reads JSON; and a nested session's launcher waits
+// at its exec gate (ExecGate) until its supervisor admitted it.
 const SpecVersion = 3
 
 // Spec is everything the launcher needs; the supervisor computes it so
@@ -64,7 +65,11 @@ type Spec struct {
 	// ExecGate makes the launcher report on the exec gate (SpecFD) once
 	// its mount namespace is built, and exec only once the supervisor
 	// answers: the supervisor activates the layers that would refuse
-	// those mounts (BPF-LSM) in between.
+	// those mounts (BPF-LSM) in between. A Nested launcher builds no
+	// mounts and reports nothing: it narrows itself completely and
+	// waits for GateGo, which its nested run sends once the supervisor
+	// has moved it into the child's group (version 3; a version-2
+	// launcher exec'd a nested spec at once).
 	ExecGate bool `json:"exec_gate,omitempty"`
 	// Nested is a nested session's launcher: started by the nested `run`
 	// inside its parent session, which has no privilege left to use. It

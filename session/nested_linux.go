@@ -32,12 +32,14 @@ import (
 // entries in the BPF maps, the child's audit sink. The nested `run` (inside
 // the parent session, with nothing left to build with) starts the
 // launcher first (StartNestedLauncher); the supervisor moves that launcher
-// into the child's group (ReserveNested) and answers with its spec, and
-// the launcher stacks the child's Landlock ruleset on the parent's domain
-// and execs. So the child inherits everything the parent's
-// boundary is (mount namespace, seccomp, no capabilities, Landlock) and
-// only narrows it; a nested `run` that skipped its steps would run with
-// the parent's rules, which the kernel still holds.
+// into the child's group (ReserveNested, NestedGroup.Admit) and answers
+// with its spec meanwhile, and the launcher stacks the child's Landlock
+// ruleset on the parent's domain during the move and execs once the
+// supervisor admits it (Started: the move verified, session_start
+// written). So the child inherits everything the parent's boundary is
+// (mount namespace, seccomp, no capabilities, Landlock) and only narrows
+// it; a nested `run` that skipped its steps would run with the parent's
+// rules, which the kernel still holds.
 
 // NestedOptions are the inputs of StartNested.
 type NestedOptions struct {
@@ -73,8 +75,9 @@ type NestedOptions struct {
 }
 
 // Nested is a nested session the supervisor built (StartNested): its
-// group exists, its layers are applied, and its launcher is in its group,
-// waiting for the spec (Started, then the nested run's answer).
+// group exists, its layers are applied, and its launcher is on its way
+// into its group, given its spec or waiting for it, and held at its exec
+// gate until Started admits it.
 type Nested struct {
 	ID      string
 	Parent  string
@@ -103,8 +106,11 @@ type NestedGroup struct {
 	ID     string
 	parent string
 	group  *cgroup.Group
-	// launcher is the pid being moved in: session_start names it.
+	// launcher is the pid being moved in (Admit): session_start names
+	// it.
 	launcher int
+	// parentPath and mount are the parent's group and the cgroup2 mount.
+	parentPath, mount string
 	// aud is the child's auditor, made here so that its kernel audit
 	// reader opens (reader and readerErr, once opened is closed) while
 	// the child's policy is compiled; StartNested gives aud its sink and
@@ -119,26 +125,28 @@ type NestedGroup struct {
 	// subscribes to instead of opening a reader of its own.
 	hub *kernelaudit.Hub
 	// admitted is the move of the launcher into the group, which runs
-	// while the supervisor prepares the rest (Admitted waits for it).
+	// while the supervisor prepares the rest (Admitted waits for it);
+	// nil until Admit.
 	admitted  chan error
 	admitOnce sync.Once
 	admitErr  error
 }
 
 // ReserveNested creates the group of a nested session of parent, a
-// layout of cfg, and starts moving launcher (the launcher of the child's
-// command, in the parent's group and waiting for its spec:
-// StartNestedLauncher; the caller checked it is the nested run's child)
-// into it. The move waits for an RCU grace period (the write side of
-// cgroup_threadgroup_rwsem, ~10 ms after a quiet spell): it runs while the
-// caller compiles the child's policy and StartNested builds the rest, and
-// Admitted waits for it. Nothing runs in the group before the launcher
-// has its spec. StartNested takes the group, or Discard removes it.
-// With plan.KernelAudit, the child's kernel audit reader opens meanwhile
-// too (a round trip to the audit subsystem: 0.2-5 ms on a busy machine),
-// unless hub, the supervisor's shared reader, is given: the child then
-// subscribes to it.
-func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, launcher int, hub *kernelaudit.Hub) (*NestedGroup, error) {
+// layout of cfg, as soon as its nested run has connected (before its
+// request, which names its launcher: Admit). The launcher's move into the
+// group waits for an RCU grace period (the write side of
+// cgroup_threadgroup_rwsem, ~7 ms after a quiet spell) unless one has just
+// passed: ReserveNested starts one now, with a migration that moves
+// nothing (cgroup.MigrateSelfInPlace), while the nested run starts its
+// launcher and sends its request, so the move finds it passed. Nothing of
+// the command runs before Started verified the move: the launcher waits at
+// its exec gate until then. StartNested takes the group, or Discard
+// removes it. With plan.KernelAudit, the child's kernel audit reader opens
+// meanwhile too (a round trip to the audit subsystem: 0.2-5 ms on a busy
+// machine), unless hub, the supervisor's shared reader, is given: the
+// child then subscribes to it.
+func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config, hub *kernelaudit.Hub) (*NestedGroup, error) {
 	id, err := NewID()
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
@@ -151,9 +159,12 @@ func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config,
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	g := &NestedGroup{ID: id, parent: parent.ID, group: group, launcher: launcher, admitted: make(chan error, 1),
+	// After the group's mkdir, which would wait for it (cgroup_mutex).
+	// Only a cost: a move that finds no grace period passed waits for
+	// one of its own.
+	go cgroup.MigrateSelfInPlace(cfg.Mount)
+	g := &NestedGroup{ID: id, parent: parent.ID, parentPath: parent.CgroupPath, mount: cfg.Mount, group: group,
 		aud: newNestedAuditor(id), layout: layout, opened: make(chan struct{}), hub: hub}
-	go func() { g.admitted <- g.admit(cfg.Mount, parent.CgroupPath, launcher) }()
 	if plan != nil && plan.KernelAudit && hub == nil {
 		go func() {
 			defer close(g.opened)
@@ -163,6 +174,18 @@ func ReserveNested(parent SessionInfo, plan *planner.Plan, layout cgroup.Config,
 		close(g.opened)
 	}
 	return g, nil
+}
+
+// Admit starts moving launcher (the launcher of the child's command, in
+// the parent's group and waiting for its spec: StartNestedLauncher; the
+// caller checked it is the nested run's child) into the group. The move
+// runs while the caller compiles the child's policy and StartNested
+// builds the rest; Admitted waits for it. Call it once, before
+// StartNested.
+func (g *NestedGroup) Admit(launcher int) {
+	g.launcher = launcher
+	g.admitted = make(chan error, 1)
+	go func() { g.admitted <- g.admit(g.mount, g.parentPath, launcher) }()
 }
 
 // takeReader waits for the child's kernel audit reader (opened now if
@@ -205,14 +228,20 @@ func (g *NestedGroup) admit(mount, parentPath string, pid int) error {
 }
 
 // Admitted waits for the launcher's move into the group and returns its
-// result.
+// result (an error when Admit was not called).
 func (g *NestedGroup) Admitted() error {
-	g.admitOnce.Do(func() { g.admitErr = <-g.admitted })
+	g.admitOnce.Do(func() {
+		if g.admitted == nil {
+			g.admitErr = &BoundaryError{Layer: LayerCgroup, Err: fmt.Errorf("nested session %s: no launcher was moved into its group", g.ID)}
+			return
+		}
+		g.admitErr = <-g.admitted
+	})
 	return g.admitErr
 }
 
 // Discard removes a group StartNested did not take (the request was
-// refused), killing the launcher moved into it.
+// refused), killing the launcher moved into it, if one was.
 func (g *NestedGroup) Discard(warn io.Writer) {
 	g.Admitted() // done with the group before it is removed
 	if <-g.opened; !g.taken && g.reader != nil {
@@ -230,11 +259,11 @@ func (g *NestedGroup) Discard(warn io.Writer) {
 func StartNested(ctx context.Context, opts NestedOptions) (*Nested, error) {
 	warn := warnOrDiscard(opts.Warn)
 	p, c, g := opts.Parent, opts.Policy, opts.Group
-	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil {
+	if p.Policy == nil || c == nil || opts.Plan == nil || g == nil || g.admitted == nil {
 		if g != nil {
 			g.Discard(warn)
 		}
-		return nil, errors.New("nested session: parent policy, plan, child policy and group are required")
+		return nil, errors.New("nested session: parent policy, plan, child policy and group (its launcher admitted) are required")
 	}
 	n := &Nested{ID: g.ID, Parent: p.ID, bpflsm: opts.Plan.BPFLSM, tm: opts.Timing, g: g}
 	fail := func(err error) (*Nested, error) {
@@ -403,7 +432,10 @@ func (n *Nested) Info() SessionInfo { return n.info }
 // Spec is the launch spec of the child's command: argv looked up in the
 // child's environment, which is env scrubbed by the child's policy (the
 // command tier's credentials are gone before exec) with extra and the
-// child's id set, and the child's Landlock ruleset to stack.
+// child's id set, and the child's Landlock ruleset to stack. It is gated:
+// the nested run hands it to the launcher before Started (the launcher
+// sets itself up during its move) and opens the exec gate only once
+// Started succeeded.
 func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error) {
 	c := n.info.Policy
 	scrubbed := ScrubEnv(env, c.Env)
@@ -420,6 +452,9 @@ func (n *Nested) Spec(argv, env, extra []string, dir string) (LaunchSpec, error)
 	return LaunchSpec{
 		SessionID: n.ID, Path: exe, Argv: argv, Env: append(append(scrubbed, extra...), SessionEnv+"="+n.ID), Dir: dir,
 		Landlock: n.ruleset, RestrictSockets: planner.SeccompSockets(c, n.bpflsm), Nested: true,
+		// The spec goes out while the launcher is moved into the
+		// child's group: it execs once the move is verified (Started).
+		ExecGate: true,
 	}, nil
 }
 
@@ -434,9 +469,9 @@ func slicesDeleteEnv(env []string, name string) []string {
 }
 
 // Started records that the launcher of the child's command is pid, which
-// must be in the child's group (checked while the launcher waits for its
-// spec, which the caller confirms alive by its pidfd afterwards), and
-// writes the child's session_start.
+// must be in the child's group (checked while the launcher waits at its
+// exec gate, which the caller confirms alive by its pidfd afterwards), and
+// writes the child's session_start. Only then may the gate open.
 func (n *Nested) Started(pid int) error {
 	if err := n.Admitted(); err != nil {
 		return err

@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,11 +24,13 @@ import (
 // yet, while the supervisor builds the child and moves it into the child's
 // group (NestedOptions.Launcher). That move may wait for an RCU grace period
 // (cgroup_threadgroup_rwsem taken for write: up to ~10 ms); the launcher's own
-// start overlaps it instead of following it. Run or Abort ends it, on the
-// goroutine that started it. The nested run exits once its session has
-// ended: the relay of its signals to the command is left to that exit
-// (signal.Stop is a round trip to the runtime's signal-mask thread per
-// signal, on the way from the command's exit to the run's report of it).
+// start, and its set-up once Send gave it its spec, overlap it instead of
+// following it, and it execs only when Run opens its exec gate. Run or
+// Abort ends it, on the goroutine that started it. The nested run exits
+// once its session has ended: the relay of its signals to the command is
+// left to that exit (signal.Stop is a round trip to the runtime's
+// signal-mask thread per signal, on the way from the command's exit to
+// the run's report of it).
 type NestedLauncher struct {
 	program           *launcherExec // which launcher (launcherCommand)
 	cmd               *exec.Cmd
@@ -40,6 +43,8 @@ type NestedLauncher struct {
 	// the child; the spec waits for it, so every signal that comes once
 	// the command can run is forwarded.
 	notified chan struct{}
+	// sessionID is the child's, once Send gave the launcher its spec.
+	sessionID string
 }
 
 // StartNestedLauncher starts the launcher of a nested session's command,
@@ -100,28 +105,49 @@ func (l *NestedLauncher) release() {
 	runtime.UnlockOSThread()
 }
 
-// Abort ends a launcher that will get no spec: the supervisor refused the
-// session or went away.
+// Abort ends a launcher that will run nothing: the supervisor refused the
+// session or went away, before or after Send (the exec gate stays shut).
 func (l *NestedLauncher) Abort() {
 	l.cmd.Process.Kill()
 	l.cmd.Wait()
 	l.release()
 }
 
-// Run hands the launcher spec (the supervisor's answer: the launcher is in
-// the child's group now) and waits for the command. A *BoundaryError means
-// the command did not run.
-func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) {
+// Send hands the launcher its spec (the supervisor's first answer, given
+// while it still moves the launcher into the child's group): the launcher
+// decodes it and narrows itself (Landlock, no_new_privs, seccomp) during
+// the move, then waits at its exec gate, so nothing of the command runs
+// until Run opens the gate. Only a gated spec is sent: without
+// spec.ExecGate the launcher would exec at once, maybe before the move (a
+// supervisor of another version), so it is refused and nothing runs.
+func (l *NestedLauncher) Send(spec LaunchSpec) error {
+	if !spec.ExecGate || !spec.Nested {
+		return &BoundaryError{Layer: LayerLandlock, Err: errors.New("the supervisor's launch spec has no exec gate (the supervisor is of another version than this run)")}
+	}
+	<-l.notified
+	if err := launcher.SendSpec(l.specConn, spec, l.stdio); err != nil {
+		return &BoundaryError{Layer: LayerLandlock, Err: err}
+	}
+	l.sessionID = spec.SessionID
+	return nil
+}
+
+// Run opens the exec gate of the launcher Send gave its spec (the
+// supervisor has verified the launcher is in the child's group and
+// written session_start) and waits for the command. A *BoundaryError
+// means the command did not run.
+func (l *NestedLauncher) Run(ctx context.Context) (int, error) {
 	defer l.release()
 	cmd := l.cmd
-	<-l.notified
-	werr := launcher.SendSpec(l.specConn, spec, l.stdio)
+	// A launcher that failed in its set-up has closed its end: the write
+	// fails or is never read, and its status says why.
+	_, werr := l.specConn.Write([]byte{launcher.GateGo})
 	l.specConn.Close()
 	status, _ := io.ReadAll(l.statusR)
-	if werr != nil || len(status) > 0 {
+	if len(status) > 0 || werr != nil {
 		cmd.Wait()
-		if werr != nil {
-			return 0, &BoundaryError{Layer: LayerLandlock, Err: werr}
+		if len(status) == 0 {
+			return 0, &BoundaryError{Layer: LayerLandlock, Err: fmt.Errorf("open the exec gate: %w", werr)}
 		}
 		return launchFailed(status, LayerLandlock)
 	}
@@ -144,5 +170,5 @@ func (l *NestedLauncher) Run(ctx context.Context, spec LaunchSpec) (int, error) 
 	if code, ok := ExitStatus(err); ok {
 		return code, nil
 	}
-	return 0, fmt.Errorf("wait for nested session %s: %w", spec.SessionID, err)
+	return 0, fmt.Errorf("wait for nested session %s: %w", l.sessionID, err)
 }

@@ -24,7 +24,8 @@ const forgeLauncherEnv = "OXS_TEST_FORGE_LAUNCHER"
 
 // TestNestForgedLauncherHelper is the process inside the session of
 // TestNestedSessionForeignLauncher: it prints the supervisor's answer and
-// the number of groups below its own when the answer came.
+// the number of groups below its own when the answer came. "garbage"
+// sends no request, only a line that is none.
 func TestNestForgedLauncherHelper(t *testing.T) {
 	which := os.Getenv(forgeLauncherEnv)
 	if which == "" {
@@ -48,7 +49,13 @@ func TestNestForgedLauncherHelper(t *testing.T) {
 		out(host.NestAnswer{}, -1, err)
 	}
 	wd, _ := os.Getwd()
-	json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: launcher})
+	if which == "garbage" {
+		// No request at all: the group made when the run connected
+		// must go all the same.
+		fmt.Fprintln(conn, "not a request")
+	} else {
+		json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: launcher, ExecGate: true})
+	}
 	var a host.NestAnswer
 	if err := json.NewDecoder(conn).Decode(&a); err != nil {
 		out(a, -1, err)
@@ -76,11 +83,14 @@ func TestNestForgedLauncherHelper(t *testing.T) {
 // TestNestedSessionForeignLauncher: the launcher a nested run names must
 // be its own child (the process the supervisor moves into the child's
 // group and whose spec it hands over); any other pid of the session, or
-// none, is refused before anything is created or moved.
+// none, is refused before anything is moved, and the group made when the
+// run connected is gone when the refusal is answered, as it is for a run
+// that sends no request at all.
 func TestNestedSessionForeignLauncher(t *testing.T) {
 	for _, tc := range []struct{ which, want string }{
 		{"parent", "is not a child of pid"},
 		{"none", "no launcher pid"},
+		{"garbage", "bad request"},
 	} {
 		t.Run(tc.which, func(t *testing.T) {
 			w := newNestWorld(t)
@@ -120,14 +130,16 @@ func TestNestedSessionForeignLauncher(t *testing.T) {
 // sleep) as the launcher of a first nested session, which moves it into
 // that child's group, then names it again for a second one: the second
 // move would take a process out of a nested session into a sibling whose
-// rules may be looser. It prints both answers and the child's cgroup
-// after the second.
+// rules may be looser. It prints both verdicts (the answers after the
+// spec), whether the second request was answered a spec, and the child's
+// cgroup after the second.
 func TestNestMovedLauncherHelper(t *testing.T) {
 	if os.Getenv(forgeLauncherEnv) != "moved" {
 		return
 	}
 	var got struct {
 		First, Second host.NestAnswer
+		SecondSpec    bool
 		Cgroup, Err   string
 	}
 	done := func(err error) {
@@ -142,20 +154,29 @@ func TestNestMovedLauncherHelper(t *testing.T) {
 	}
 	defer sleep.Process.Kill()
 	wd, _ := os.Getwd()
-	ask := func(a *host.NestAnswer) (net.Conn, error) {
+	// ask reads the spec answer into spec, and the verdict after it (the
+	// launcher's move verified) into a.
+	ask := func(a *host.NestAnswer, spec *bool) (net.Conn, error) {
 		conn, err := net.Dial("unix", os.Getenv(host.NestEnv))
 		if err != nil {
 			return nil, err
 		}
-		json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: sleep.Process.Pid})
-		return conn, json.NewDecoder(conn).Decode(a)
+		json.NewEncoder(conn).Encode(host.NestRequest{Argv: []string{"true"}, Dir: wd, Launcher: sleep.Process.Pid, ExecGate: true})
+		dec := json.NewDecoder(conn)
+		if err := dec.Decode(a); err != nil || a.Spec == nil {
+			return conn, err
+		}
+		*spec = true
+		*a = host.NestAnswer{}
+		return conn, dec.Decode(a)
 	}
-	first, err := ask(&got.First)
+	var firstSpec bool
+	first, err := ask(&got.First, &firstSpec)
 	if err != nil {
 		done(err)
 	}
 	defer first.Close()
-	second, err := ask(&got.Second)
+	second, err := ask(&got.Second, &got.SecondSpec)
 	if err != nil {
 		done(err)
 	}
@@ -177,17 +198,20 @@ func TestNestedSessionMovedLauncher(t *testing.T) {
 	}
 	var got struct {
 		First, Second host.NestAnswer
+		SecondSpec    bool
 		Cgroup, Err   string
 	}
 	line, _, _ := strings.Cut(r.stdout, "\n")
 	if err := json.Unmarshal([]byte(line), &got); err != nil {
 		t.Fatalf("the helper did not report (%v): stdout %q, stderr %q", err, r.stdout, r.stderr)
 	}
-	if got.Err != "<nil>" || got.First.Session == "" || got.First.Spec == nil {
+	if got.Err != "<nil>" || got.First.Session == "" || !got.First.Admitted {
 		t.Fatalf("the first request, naming the caller's own child, was not granted: %+v", got)
 	}
-	if got.Second.Code != exitNoBoundary || !strings.Contains(got.Second.Error, "not in session") || got.Second.Spec != nil {
-		t.Fatalf("a process of nested session %s was moved into another: %+v", got.First.Session, got.Second)
+	// The second request is answered its spec (the move is verified after
+	// that), and then refused: the launcher's exec gate stays shut.
+	if !got.SecondSpec || got.Second.Admitted || got.Second.Code != exitNoBoundary || !strings.Contains(got.Second.Error, "not in session") {
+		t.Fatalf("a process of nested session %s was moved into another: %+v", got.First.Session, got)
 	}
 	if !strings.HasSuffix(got.Cgroup, "/"+got.First.Session) {
 		t.Errorf("the process left nested session %s: its cgroup is %q", got.First.Session, got.Cgroup)

@@ -62,10 +62,7 @@ func inSession() (bool, error) {
 // child's refusals on stderr (what an agent's model reads in the tool
 // result).
 func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr error) int {
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(s.err, "oxsupervise run: nested session not built: "+format+"; nothing ran\n", args...)
-		return exitNoBoundary
-	}
+	fail := func(format string, args ...any) int { return nestedNotBuilt(s, format, args...) }
 	switch {
 	case inErr != nil:
 		return fail("%v", inErr)
@@ -104,8 +101,23 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		return fail("%v", err)
 	}
 	tm.Mark("nested run: launcher started")
+	return askNested(ctx, s, conn, l, req, tm)
+}
+
+// nestedNotBuilt reports that no nested session was built.
+func nestedNotBuilt(s streams, format string, args ...any) int {
+	fmt.Fprintf(s.err, "oxsupervise run: nested session not built: "+format+"; nothing ran\n", args...)
+	return exitNoBoundary
+}
+
+// askNested asks the supervisor on conn for the nested session req
+// describes, whose command l (a launcher waiting for its spec, named by
+// req) launches, runs it and reports its refusals: the nested run's
+// exit status. l ends here.
+func askNested(ctx context.Context, s streams, conn net.Conn, l *session.NestedLauncher, req host.NestRequest, tm *phasetime.Recorder) int {
+	fail := func(format string, args ...any) int { return nestedNotBuilt(s, format, args...) }
 	enc, dec := json.NewEncoder(conn), json.NewDecoder(conn)
-	req.Launcher = l.Pid()
+	req.Launcher, req.ExecGate = l.Pid(), true
 	if err := enc.Encode(req); err != nil {
 		l.Abort()
 		return fail("send the request: %v", err)
@@ -113,13 +125,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 	tm.Mark("nested run: request sent")
 	// While the supervisor builds the child: the answer's first decode.
 	go warmAnswerDecoding()
-	var a host.NestAnswer
-	if err := dec.Decode(&a); err != nil {
-		l.Abort()
-		return fail("the supervisor did not answer: %v", err)
-	}
-	tm.Mark("nested run: answered")
-	if a.Error != "" || a.Spec == nil {
+	refused := func(a host.NestAnswer) int {
 		l.Abort()
 		if a.Error == "" {
 			a.Error = "the answer has no launch spec"
@@ -130,8 +136,40 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		}
 		return a.Code
 	}
+	// First the spec, while the supervisor moves the launcher into the
+	// child's group: the launcher sets itself up during the move and
+	// waits at its exec gate.
+	var a host.NestAnswer
+	if err := dec.Decode(&a); err != nil {
+		l.Abort()
+		return fail("the supervisor did not answer: %v", err)
+	}
+	tm.Mark("nested run: spec answered")
+	if a.Error != "" || a.Spec == nil {
+		return refused(a)
+	}
+	if err := l.Send(*a.Spec); err != nil {
+		l.Abort()
+		return fail("%v", err)
+	}
+	tm.Mark("nested run: spec sent")
 	for _, w := range a.Warnings {
 		fmt.Fprintf(s.err, "oxsupervise: warning: %s\n", strings.TrimSpace(w))
+	}
+	// Then the verdict: only an admission (the launcher verified in the
+	// child's group, session_start written) opens the gate; anything
+	// else kills the launcher, which ran nothing.
+	var v host.NestAnswer
+	if err := dec.Decode(&v); err != nil {
+		l.Abort()
+		return fail("the supervisor did not admit the launcher: %v", err)
+	}
+	tm.Mark("nested run: admitted")
+	if !v.Admitted {
+		if v.Error == "" {
+			v.Error = "the supervisor did not admit the launcher"
+		}
+		return refused(v)
 	}
 	// The final answer, or the supervisor's end: without a supervisor
 	// the child's rules may lose their owner, so its command goes too.
@@ -148,7 +186,7 @@ func runNested(ctx context.Context, s streams, r runRequest, in bool, inErr erro
 		}
 		final <- f
 	}()
-	code, err := l.Run(ctx, *a.Spec)
+	code, err := l.Run(ctx)
 	ended.Store(true)
 	tm.Mark("nested run: command exited")
 	if err != nil {
