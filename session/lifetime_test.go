@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/internal/procfs"
 	"github.com/openoxide/oxsupervise/session"
 
@@ -166,5 +167,57 @@ func TestRunForwardsSignals(t *testing.T) {
 	cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stdout.String(), "got-term") {
 		t.Errorf("SIGTERM to the supervisor: exit %d, stdout %q; want the command's trap to run and exit 3", code, stdout.String())
+	}
+}
+
+// TestRunOutlivesItsStderr: a supervisor whose stderr has no reader any
+// more (`run ... 2>&1 | head` after head exited) is not killed by SIGPIPE
+// at its next line (here the timing lines, written through the whole
+// session): it ends the session, leaving no group behind, and
+// writes session_stop. The command starts with SIGPIPE's default action
+// (not ignored), as it would outside.
+func TestRunOutlivesItsStderr(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	cg2 := cgroup2Mount(t)
+	e := newEnv(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // no reader: every write to w is EPIPE, or SIGPIPE
+	defer w.Close()
+	log := filepath.Join(e.base, "audit.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--audit-log", log, "--", "sh", "-c", `grep '^SigIgn:' /proc/self/status`)
+	cmd.Dir = e.ws
+	cmd.Env = append(os.Environ(), "HOME="+e.home, "OXSUPERVISE_DEBUG_TIMING=1")
+	cmd.Stderr = w
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run with a reader-less stderr: %v (%v); stdout %q", err, cmd.ProcessState, out)
+	}
+	// SigIgn: a hexadecimal mask, bit n-1 for signal n.
+	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "SigIgn:")), 16, 64)
+	if err != nil {
+		t.Fatalf("the command's SigIgn line %q: %v", out, err)
+	}
+	if mask&(1<<(unix.SIGPIPE-1)) != 0 {
+		t.Errorf("the command started with SIGPIPE ignored (SigIgn %x)", mask)
+	}
+	var id string
+	for _, rec := range readAudit(t, log) {
+		if rec.Ox.Kind == audit.KindSessionStop {
+			id = rec.Ox.Session
+		}
+	}
+	if id == "" {
+		t.Fatal("no session_stop in the audit log")
+	}
+	for _, g := range sessionGroups(t, cg2) {
+		if filepath.Base(g) == id {
+			t.Errorf("the session's group %s is left", g)
+		}
 	}
 }

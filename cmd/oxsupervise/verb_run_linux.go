@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"sync"
+	"syscall"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
@@ -60,6 +62,13 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		return noStandalone(s)
 	}
 	laxGC()
+	// A supervisor whose stderr reader went away (`run ... 2>&1 | head`)
+	// must still end its session: killed by SIGPIPE at its next warning or
+	// timing line it would leave the session's group and registry entry
+	// behind. Notified rather than ignored, the signal turns the write into
+	// EPIPE, and the command still starts with SIGPIPE's default action (a
+	// handler, unlike an ignored signal, does not survive exec).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
 	// The nested sessions' socket depends on nothing the policy or the
 	// host decide: it is listened on while they are worked out.
