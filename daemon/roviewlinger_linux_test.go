@@ -5,60 +5,13 @@ package daemon
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/openoxide/oxsupervise/internal/testutil"
 )
-
-// lingerClock is Options.roviewAfterFunc: its lingers end only when the
-// test ends them.
-type lingerClock struct {
-	mu        sync.Mutex
-	scheduled []*linger
-}
-
-type linger struct {
-	d              time.Duration
-	f              func()
-	cancelled, ran bool
-}
-
-// end ends the linger as its timer would.
-func (c *lingerClock) end(l *linger) {
-	c.mu.Lock()
-	l.ran = true
-	c.mu.Unlock()
-	l.f()
-}
-
-func (c *lingerClock) afterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l := &linger{d: d, f: f}
-	c.scheduled = append(c.scheduled, l)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		l.cancelled = true
-		return true
-	}
-}
-
-// pending is the lingers scheduled, neither cancelled nor ended.
-func (c *lingerClock) pending() []*linger {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*linger
-	for _, l := range c.scheduled {
-		if !l.cancelled && !l.ran {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // TestROViewLingersBetweenSessions: the daemon keeps the read-only view
 // audit's program attached for ROViewLinger after a run session ends. A
@@ -72,8 +25,8 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 	if _, ok := landlockUsable(); !ok {
 		t.Skip("SKIPPED, NOT PASSED: Landlock unusable: no read-only view")
 	}
-	clock := &lingerClock{}
-	w.opts.roviewAfterFunc = clock.afterFunc
+	clock := &testutil.LingerClock{}
+	w.opts.roviewAfterFunc = clock.AfterFunc
 	w.start(t)
 	roview := w.srv.enf.roview
 	if roview == nil {
@@ -91,21 +44,7 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 		}
 		prog = id
 	}
-	links := func() []link.ID {
-		t.Helper()
-		var out []link.ID
-		it := new(link.Iterator)
-		defer it.Close()
-		for it.Next() {
-			if info, err := it.Link.Info(); err == nil && info.Program == prog {
-				out = append(out, info.ID)
-			}
-		}
-		if err := it.Err(); err != nil {
-			t.Fatalf("list the kernel's links: %v", err)
-		}
-		return out
-	}
+	links := func() []link.ID { return testutil.LinksOf(t, prog) }
 	// session runs one session as nobody whose last act is a write
 	// outside the workspace, refused by the view, and checks its record.
 	n := 0
@@ -142,11 +81,11 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 		} else if ids[0] != first {
 			t.Fatalf("the second session ran with link %d, not the lingering %d: the program was attached again", ids[0], first)
 		}
-		if p := clock.pending(); len(p) != 1 || p[0].d != ROViewLinger {
+		if p := clock.Pending(); len(p) != 1 || p[0].D != ROViewLinger {
 			t.Fatalf("round %d: %d lingers pending, want one of %v", round, len(p), ROViewLinger)
 		}
 	}
-	clock.end(clock.pending()[0])
+	clock.End(clock.Pending()[0])
 	if ids := links(); roview.Attached() || len(ids) != 0 {
 		t.Fatalf("after the linger: attached %v, the program's links in the kernel %v; want none", roview.Attached(), ids)
 	}
@@ -158,7 +97,7 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 	if ids := links(); len(ids) != 0 {
 		t.Fatalf("the daemon stopped while the program lingered: its links %v are left in the kernel", ids)
 	}
-	if p := clock.pending(); len(p) != 0 {
+	if p := clock.Pending(); len(p) != 0 {
 		t.Fatalf("the daemon stopped with %d lingers pending", len(p))
 	}
 }

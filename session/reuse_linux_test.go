@@ -15,11 +15,11 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/loader"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -408,7 +408,7 @@ func TestStandaloneRunLeavesNothingButItsPins(t *testing.T) {
 			t.Fatalf("round %d: pinned programs %v and %d, want the first run's %v and %d: the pins were not reused",
 				round, progs, prog, netProgs, roviewProg)
 		}
-		if attached := linksOf(t, prog); len(attached) != 0 {
+		if attached := testutil.LinksOf(t, prog); len(attached) != 0 {
 			t.Fatalf("round %d: the read-only view's program %d is still attached (links %v) after the run", round, prog, attached)
 		}
 		lease, err := os.Open(dirs[0])
@@ -430,26 +430,4 @@ func TestStandaloneRunLeavesNothingButItsPins(t *testing.T) {
 			t.Fatalf("round %d: session %s's records %v, want session_start first and session_stop last", round, id, kinds)
 		}
 	}
-}
-
-// linksOf returns the ids of the links attached in the kernel that hold
-// program prog.
-func linksOf(t *testing.T, prog ebpf.ProgramID) []link.ID {
-	t.Helper()
-	var out []link.ID
-	it := new(link.Iterator)
-	defer it.Close()
-	for it.Next() {
-		info, err := it.Link.Info()
-		if err != nil {
-			continue // gone meanwhile, or not ours to read
-		}
-		if info.Program == prog {
-			out = append(out, it.ID)
-		}
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("list the kernel's links: %v", err)
-	}
-	return out
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,62 +16,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/session"
 )
-
-// lingerClock is a ROViewConfig.AfterFunc whose lingers end only when the
-// test ends them.
-type lingerClock struct {
-	mu        sync.Mutex
-	scheduled []*linger
-}
-
-type linger struct {
-	d              time.Duration
-	f              func()
-	cancelled, ran bool
-}
-
-// end ends the linger as its timer would.
-func (c *lingerClock) end(l *linger) {
-	c.mu.Lock()
-	l.ran = true
-	c.mu.Unlock()
-	l.f()
-}
-
-func (c *lingerClock) afterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l := &linger{d: d, f: f}
-	c.scheduled = append(c.scheduled, l)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		l.cancelled = true
-		return true
-	}
-}
-
-// all is every linger scheduled.
-func (c *lingerClock) all() []*linger {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*linger(nil), c.scheduled...)
-}
-
-// pending is the lingers scheduled, neither cancelled nor ended.
-func (c *lingerClock) pending() []*linger {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*linger
-	for _, l := range c.scheduled {
-		if !l.cancelled && !l.ran {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // TestROViewLinger: with a linger, the read-only view's program stays
 // attached in the kernel after the last session ends; the next session
@@ -102,8 +48,8 @@ func TestROViewLinger(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &lingerClock{}
-			roview, err := session.NewROViewLayer(session.ROViewConfig{Linger: tt.linger, AfterFunc: clock.afterFunc})
+			clock := &testutil.LingerClock{}
+			roview, err := session.NewROViewLayer(session.ROViewConfig{Linger: tt.linger, AfterFunc: clock.AfterFunc})
 			if err != nil {
 				t.Skipf("SKIPPED, NOT PASSED: no read-only view audit on this kernel (%v)", err)
 			}
@@ -114,7 +60,7 @@ func TestROViewLinger(t *testing.T) {
 				}
 			}()
 			prog := roviewProgID(t, roview)
-			if ids := roviewLinks(t, prog); len(ids) != 0 {
+			if ids := testutil.LinksOf(t, prog); len(ids) != 0 {
 				t.Fatalf("program attached before any session: links %v", ids)
 			}
 			e := newEnv(t)
@@ -145,10 +91,10 @@ func TestROViewLinger(t *testing.T) {
 				if n := roviewDenials(t, filepath.Join(e.base, "audit.jsonl"), info.ID, target); n != 1 {
 					t.Fatalf("round %d: %d read-only-view records of the write to %s, want 1", round, n, target)
 				}
-				ids := roviewLinks(t, prog)
+				ids := testutil.LinksOf(t, prog)
 				if tt.linger == 0 {
-					if roview.Attached() || len(clock.all()) != 0 {
-						t.Fatalf("round %d: no linger, yet attached %v after the session, lingers %d", round, roview.Attached(), len(clock.all()))
+					if roview.Attached() || len(clock.All()) != 0 {
+						t.Fatalf("round %d: no linger, yet attached %v after the session, lingers %d", round, roview.Attached(), len(clock.All()))
 					}
 					continue
 				}
@@ -159,8 +105,8 @@ func TestROViewLinger(t *testing.T) {
 				if linkIDs[0] != ids[0] {
 					t.Fatalf("round %d: the session in the linger ran with link %d, not the lingering %d: attached again", round, ids[0], linkIDs[0])
 				}
-				if p := clock.pending(); len(p) != 1 || p[0].d != tt.linger || len(clock.all()) != round+1 {
-					t.Fatalf("round %d: %d lingers scheduled, %d pending (want %d, one of %v)", round, len(clock.all()), len(p), round+1, tt.linger)
+				if p := clock.Pending(); len(p) != 1 || p[0].D != tt.linger || len(clock.All()) != round+1 {
+					t.Fatalf("round %d: %d lingers scheduled, %d pending (want %d, one of %v)", round, len(clock.All()), len(p), round+1, tt.linger)
 				}
 			}
 			if tt.linger == 0 {
@@ -168,26 +114,26 @@ func TestROViewLinger(t *testing.T) {
 			}
 			// The first round's linger was cancelled by the second session:
 			// its end, had its timer fired anyway, leaves the program.
-			clock.end(clock.all()[0])
-			if !roview.Attached() || len(roviewLinks(t, prog)) != 1 {
+			clock.End(clock.All()[0])
+			if !roview.Attached() || len(testutil.LinksOf(t, prog)) != 1 {
 				t.Fatal("the end of a cancelled linger detached the program")
 			}
-			last := clock.pending()[0]
+			last := clock.Pending()[0]
 			if tt.close {
 				if err := roview.Close(); err != nil {
 					t.Fatalf("Close: %v", err)
 				}
 				closed = true
-				if len(clock.pending()) != 0 {
+				if len(clock.Pending()) != 0 {
 					t.Error("Close left the linger's timer running")
 				}
 			} else {
-				clock.end(last)
+				clock.End(last)
 				if roview.Attached() {
 					t.Fatal("attached after its linger ended")
 				}
 			}
-			if ids := roviewLinks(t, prog); len(ids) != 0 {
+			if ids := testutil.LinksOf(t, prog); len(ids) != 0 {
 				t.Fatalf("links of the program left in the kernel: %v", ids)
 			}
 		})
@@ -210,27 +156,6 @@ func roviewProgID(t *testing.T, l *session.ROViewLayer) ebpf.ProgramID {
 	}
 	t.Fatal("the layer has no program")
 	return 0
-}
-
-// roviewLinks are the ids of the kernel's links of program prog.
-func roviewLinks(t *testing.T, prog ebpf.ProgramID) []link.ID {
-	t.Helper()
-	var out []link.ID
-	it := new(link.Iterator)
-	defer it.Close()
-	for it.Next() {
-		info, err := it.Link.Info()
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if info.Program == prog {
-			out = append(out, info.ID)
-		}
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("list the kernel's links: %v", err)
-	}
-	return out
 }
 
 // roviewDenials counts the read-only-view denials of the write to target
