@@ -151,16 +151,20 @@ func (h *Host) RunNesting(ctx context.Context, opts session.RunOptions, nest Nes
 		return 0, &session.BoundaryError{Layer: session.LayerCgroup, Err: fmt.Errorf("nested-session socket: %w", err)}
 	}
 	defer srv.close()
-	// The session's start is serial from here (the plan bound, the
-	// launcher started): the launch spec's first coding, and the nested
-	// runs', is done on the other core meanwhile.
-	go warmNestCoding()
 	opts.SessionEnv = append(opts.SessionEnv, NestEnv+"="+srv.path)
 	// The socket is the session's way out to its supervisor: allowed by
 	// the supervisor's own rule, never by the user's files.
 	opts.Policy.Network.AllowUnixSockets = append(opts.Policy.Network.AllowUnixSockets, srv.path)
 	onStart := opts.OnStart
 	opts.OnStart = func(info session.SessionInfo) {
+		// The nested runs' first coding is done from here, where the
+		// supervisor mostly waits (for the launcher at its gate, for the
+		// exec, for the command) and the launcher uses one core, and
+		// long before a nested run inside the command (a fresh process
+		// whose start takes milliseconds) can connect. Started with the
+		// host, it took CPU the session's start needed: both cores are
+		// busy until the launcher runs.
+		go warmNestCoding()
 		srv.start(info)
 		if onStart != nil {
 			onStart(info)

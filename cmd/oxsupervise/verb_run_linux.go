@@ -61,6 +61,9 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		}
 		return noStandalone(s)
 	}
+	// This process starts one launcher: os's one-time pidfd probe runs
+	// now, beside the policy's resolution, not in the launcher's start.
+	session.WarmLaunch()
 	laxGC()
 	// A supervisor whose stderr reader went away (`run ... 2>&1 | head`)
 	// must still end its session: killed by SIGPIPE at its next warning or
