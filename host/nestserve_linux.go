@@ -16,6 +16,7 @@ import (
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
 	"github.com/openoxide/oxsupervise/internal/procfs"
+	"github.com/openoxide/oxsupervise/launcher"
 	"github.com/openoxide/oxsupervise/policy"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -152,17 +153,17 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 		refuseReserved(125, errors.New("bad request: the nested run does not hold its launcher at an exec gate (it is of another version than its supervisor)"))
 		return
 	}
-	launcher, err := p.child(req.Launcher)
+	pinnedLauncher, err := p.child(req.Launcher)
 	if err != nil {
 		refuseReserved(125, fmt.Errorf("bad request: launcher: %w", err))
 		return
 	}
-	defer unix.Close(launcher.pidfd)
+	defer unix.Close(pinnedLauncher.pidfd)
 	// The launcher's move (a wait of its own, unless the grace period
 	// started with the group has passed) runs while the request is
 	// compiled and the session built, and while the launcher sets itself
 	// up with the spec answered below.
-	group.Admit(launcher.pid)
+	group.Admit(pinnedLauncher.pid)
 	tm.Mark("nested: launcher move started")
 	request, warnings, err := s.opts.Request(p.parent.Policy, req)
 	if err != nil {
@@ -211,7 +212,7 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	// The launcher gets its (gated) spec now, while it is moved into the
 	// child's group: it sets itself up during the move, and execs only
 	// once the second answer admits it.
-	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: &spec, Warnings: warnings}); err != nil {
+	if err := enc.Encode(NestAnswer{Session: n.ID, Parent: p.parent.ID, Spec: launcher.EncodeSpec(spec), Warnings: warnings}); err != nil {
 		c.finish(-1, err)
 		return
 	}
@@ -222,11 +223,11 @@ func (s *nestServer) serve(conn *net.UnixConn) {
 	// the launcher, which ran nothing.
 	err = n.Admitted()
 	tm.Mark("nested: launcher moved into the group")
-	if err == nil && !launcher.alive() {
-		err = fmt.Errorf("the launcher (pid %d) exited", launcher.pid)
+	if err == nil && !pinnedLauncher.alive() {
+		err = fmt.Errorf("the launcher (pid %d) exited", pinnedLauncher.pid)
 	}
 	if err == nil {
-		err = n.Started(launcher.pid)
+		err = n.Started(pinnedLauncher.pid)
 	}
 	if err == nil && !p.alive() {
 		err = fmt.Errorf("pid %d exited", p.pid)

@@ -105,6 +105,19 @@ func readSpec(body []byte) (Spec, error) {
 	return spec, nil
 }
 
+// EncodeSpec is spec, at this build's SpecVersion, in the spec channel's
+// wire encoding: how a supervisor hands a nested run the spec it sends
+// on to its launcher (host.NestAnswer), which a fresh process decodes
+// (DecodeSpec) without encoding/json's reflection.
+func EncodeSpec(spec Spec) []byte {
+	spec.Version = SpecVersion
+	return encodeSpec(&spec)
+}
+
+// DecodeSpec decodes what EncodeSpec encoded, as strictly as the launcher
+// reads its spec: another build's spec is refused.
+func DecodeSpec(body []byte) (Spec, error) { return readSpec(body) }
+
 // encodeSpec is spec in the wire encoding.
 func encodeSpec(spec *Spec) []byte {
 	var w wireWriter

@@ -122,3 +122,31 @@ func TestReadSpec(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeSpecForNestedRun: what a supervisor hands a nested run
+// (EncodeSpec) decodes there (DecodeSpec) as the spec it was, at this
+// build's version whatever the spec's Version said; a body of another
+// build is refused as the launcher refuses it.
+func TestEncodeSpecForNestedRun(t *testing.T) {
+	var full Spec
+	n := 0
+	fill(reflect.ValueOf(&full).Elem(), &n)
+	full.Version = 0
+	got, err := DecodeSpec(EncodeSpec(full))
+	if err != nil {
+		t.Fatalf("DecodeSpec: %v", err)
+	}
+	want := full
+	want.Version = SpecVersion
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+	if full.Version != 0 {
+		t.Errorf("EncodeSpec changed its argument's Version to %d", full.Version)
+	}
+	var w wireWriter
+	w.int(tagSpecVersion, SpecVersion+1)
+	if _, err := DecodeSpec(w.b); err == nil || !strings.Contains(err.Error(), "different builds") {
+		t.Errorf("DecodeSpec of version %d: %v, want a refusal naming different builds", SpecVersion+1, err)
+	}
+}

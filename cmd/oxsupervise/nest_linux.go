@@ -123,8 +123,6 @@ func askNested(ctx context.Context, s streams, conn net.Conn, l *session.NestedL
 		return fail("send the request: %v", err)
 	}
 	tm.Mark("nested run: request sent")
-	// While the supervisor builds the child: the answer's first decode.
-	go warmAnswerDecoding()
 	refused := func(a host.NestAnswer) int {
 		l.Abort()
 		if a.Error == "" {
@@ -148,7 +146,12 @@ func askNested(ctx context.Context, s streams, conn net.Conn, l *session.NestedL
 	if a.Error != "" || a.Spec == nil {
 		return refused(a)
 	}
-	if err := l.Send(*a.Spec); err != nil {
+	spec, err := launcher.DecodeSpec(a.Spec)
+	if err != nil {
+		l.Abort()
+		return fail("the supervisor's launch spec: %v", err)
+	}
+	if err := l.Send(spec); err != nil {
 		l.Abort()
 		return fail("%v", err)
 	}
@@ -211,23 +214,6 @@ func askNested(ctx context.Context, s streams, conn net.Conn, l *session.NestedL
 		fmt.Fprintln(s.err, l)
 	}
 	return code
-}
-
-// warmAnswerDecoding decodes an answer shaped like the supervisor's, so
-// that decoding the real one finds encoding/json's caches for its types
-// built and its code paged in: in a fresh process that first decode took
-// 0.35-1.8 ms (4 KB answer), on the path between the answer and the
-// launcher's spec, while this process only waits before it.
-func warmAnswerDecoding() {
-	spec := session.LaunchSpec{Argv: []string{"a"}, Env: []string{"a=b"}, Groups: []int{1}, Capabilities: []string{"a"},
-		Mounts:   launcher.MountPlan{Pinned: []string{"/"}, Masked: []string{"/"}},
-		Landlock: &launcher.Ruleset{ABI: 1, HandledFS: 1, Rules: []launcher.Rule{{Path: "/", Access: 1}}, Masked: []string{"/"}}}
-	b, err := json.Marshal(host.NestAnswer{Session: "s", Parent: "p", Spec: &spec, Warnings: []string{"w"}})
-	if err != nil {
-		return
-	}
-	var a host.NestAnswer
-	_ = json.Unmarshal(b, &a)
 }
 
 // nestRequest compiles what a nested run asks for, for the supervisor of
