@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/openoxide/oxsupervise/internal/capset"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -69,7 +70,9 @@ func probeConditions() (string, error) {
 	if err := unix.Uname(&uts); err != nil {
 		return "", err
 	}
-	capEff, err := effectiveCapabilities()
+	// This thread's set is the process's: the supervisor never changes
+	// one thread's.
+	capEff, err := capset.Effective()
 	if err != nil {
 		return "", err
 	}
@@ -93,15 +96,4 @@ func probeConditions() (string, error) {
 	}
 	fmt.Fprintf(h, "CapEff:\t%016x\n", capEff)
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
-}
-
-// effectiveCapabilities is this thread's effective capability set (all
-// of the process's: the supervisor never changes one thread's).
-func effectiveCapabilities() (uint64, error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return 0, fmt.Errorf("capget: %w", err)
-	}
-	return uint64(data[1].Effective)<<32 | uint64(data[0].Effective), nil
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/internal/capset"
 )
 
 // conditionsFromFiles is probeConditions as it was computed from the
@@ -48,7 +50,7 @@ func TestProbeConditionsAreTheFilesOnes(t *testing.T) {
 	if want := conditionsFromFiles(t); got != want {
 		t.Fatalf("probeConditions = %s, the files give %s", got, want)
 	}
-	capEff, err := effectiveCapabilities()
+	capEff, err := capset.Effective()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/openoxide/oxsupervise/internal/capset"
 )
 
 // fileUID is the uid file access is checked against: the filesystem uid,
@@ -33,7 +35,7 @@ func accessShared() bool {
 type threadAccess struct {
 	uid, gid int
 	groups   []int
-	caps     [2]uint32
+	caps     uint64
 }
 
 // currentAccess is the calling thread's file access; ok is false when it
@@ -47,12 +49,11 @@ func currentAccess() (a threadAccess, ok bool) {
 	}
 	slices.Sort(groups)
 	a.groups = groups
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
+	caps, err := capset.Effective()
+	if err != nil {
 		return a, false
 	}
-	a.caps = [2]uint32{data[0].Effective, data[1].Effective}
+	a.caps = caps
 	return a, true
 }
 
