@@ -265,6 +265,12 @@ func (g *Group) AddProcess(pid int) error {
 // session's launcher, which only a move puts in its group), it takes that
 // wait off it. It holds cgroup_mutex while it waits, as every migration
 // does, so that migration follows it at once.
+//
+// The write names the group read just before it: a move of this process
+// by someone else in between (nothing of this project moves its
+// supervisors) is undone, as if the move had come first and this call
+// after it. Nothing depends on the supervisor's own group but its
+// accounting: it is confined by none of the session rules either way.
 func MigrateSelfInPlace(mount string) error {
 	own, err := CgroupOf(os.Getpid())
 	if err != nil {
