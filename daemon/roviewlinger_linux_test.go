@@ -34,15 +34,7 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 	}
 	var prog ebpf.ProgramID
 	for _, p := range roview.Objects().Programs {
-		info, err := p.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, ok := info.ID()
-		if !ok {
-			t.Skip("SKIPPED, NOT PASSED: this kernel reports no program ids")
-		}
-		prog = id
+		prog = testutil.ProgramID(t, p)
 	}
 	links := func() []link.ID { return testutil.LinksOf(t, prog) }
 	// session runs one session as nobody whose last act is a write

@@ -326,12 +326,7 @@ func pinnedROViewProgID(t *testing.T, set string) ebpf.ProgramID {
 		t.Fatalf("pinned read-only view program: %v", err)
 	}
 	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := info.ID()
-	return id
+	return testutil.ProgramID(t, p)
 }
 
 // pinMapLikeOver replaces the map pinned at path with a new, empty map of

@@ -144,15 +144,7 @@ func TestROViewLinger(t *testing.T) {
 func roviewProgID(t *testing.T, l *session.ROViewLayer) ebpf.ProgramID {
 	t.Helper()
 	for _, p := range l.Objects().Programs {
-		info, err := p.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, ok := info.ID()
-		if !ok {
-			t.Skip("SKIPPED, NOT PASSED: this kernel reports no program ids")
-		}
-		return id
+		return testutil.ProgramID(t, p)
 	}
 	t.Fatal("the layer has no program")
 	return 0

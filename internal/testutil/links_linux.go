@@ -31,3 +31,19 @@ func LinksOf(t testing.TB, prog ebpf.ProgramID) []link.ID {
 	}
 	return out
 }
+
+// ProgramID is the kernel's id of prog, for LinksOf and for telling a
+// reopened pin from a reload; a kernel that reports no program ids skips
+// the test, loudly.
+func ProgramID(t testing.TB, prog *ebpf.Program) ebpf.ProgramID {
+	t.Helper()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatalf("program info: %v", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		t.Skip("SKIPPED, NOT PASSED: this kernel reports no program ids")
+	}
+	return id
+}
