@@ -46,7 +46,6 @@ type Descriptors struct {
 // SendSpec sends spec, stamped with this build's SpecVersion, and d on
 // conn, the supervisor's end of the launcher's spec channel.
 func SendSpec(conn *os.File, spec Spec, d Descriptors) error {
-	spec.Version = SpecVersion
 	files := []*os.File{d.Stdin, d.Stdout, d.Stderr}
 	if spec.Mounts.PrivateShm {
 		files = append(files, d.Shm)
@@ -58,7 +57,7 @@ func SendSpec(conn *os.File, spec Spec, d Descriptors) error {
 		}
 		fds[i] = int(f.Fd())
 	}
-	body := encodeSpec(&spec)
+	body := EncodeSpec(spec)
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	frame = append(frame, body...)
 	fd := int(conn.Fd())
