@@ -603,3 +603,50 @@ func TestMigrateSelfInPlaceMovesNothing(t *testing.T) {
 		t.Errorf("another process moved from %s to %s (its group is %s)", otherBefore, o, g.Path)
 	}
 }
+
+// TestProbeMigration: the probe times two real migrations of the caller,
+// each of which leaves it in its own group, and a mount it cannot write
+// is an error that names the move; what the timings mean is
+// TestWaitsForGracePeriod's.
+func TestProbeMigration(t *testing.T) {
+	requireSessions(t)
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := procCgroup(t, "/proc/self/cgroup")
+	c, err := ProbeMigration(mount, 0)
+	if err != nil {
+		t.Fatalf("ProbeMigration: %v", err)
+	}
+	if c.Quiet <= 0 || c.Warm <= 0 {
+		t.Errorf("ProbeMigration = %+v, want two positive timings", c)
+	}
+	if after := procCgroup(t, "/proc/self/cgroup"); after != before {
+		t.Errorf("the probe moved the caller from %s to %s", before, after)
+	}
+	if _, err := ProbeMigration(t.TempDir(), 0); err == nil || !strings.Contains(err.Error(), "move this process into its own group") {
+		t.Errorf("ProbeMigration below a directory that is no cgroup2 mount: err = %v, want the move's error", err)
+	}
+}
+
+func TestWaitsForGracePeriod(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name        string
+		quiet, warm time.Duration
+		want        bool
+	}{
+		{"a grace period's wait", 9 * ms, ms / 5, true},
+		{"at the floor", gracePeriodFloor + ms/10, ms / 10, true},
+		{"no wait", ms / 4, ms / 10, false},
+		{"the warm one slower", ms / 10, 2 * ms, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (MigrationCost{Quiet: tt.quiet, Warm: tt.warm}).WaitsForGracePeriod(); got != tt.want {
+				t.Errorf("WaitsForGracePeriod(quiet %v, warm %v) = %v, want %v", tt.quiet, tt.warm, got, tt.want)
+			}
+		})
+	}
+}

@@ -126,6 +126,21 @@ func probeCgroup(r *Report) {
 		r.Cgroup.Enabled = enabled
 	}
 	r.CgroupSockAddr = probeFrom(probeInGroup(mounts.Cgroup2, r))
+	r.Cgroup.Migration = probeMigration(mounts.Cgroup2)
+}
+
+// migrationQuiet is how long the doctor migrates nothing before it times
+// a migration: several RCU grace periods, so that a wait for one shows.
+const migrationQuiet = 100 * time.Millisecond
+
+// probeMigration times a migration of the doctor itself (cgroup.ProbeMigration).
+func probeMigration(mount string) *Migration {
+	c, err := cgroup.ProbeMigration(mount, migrationQuiet)
+	if err != nil {
+		return &Migration{Error: err.Error()}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	return &Migration{QuietMS: ms(c.Quiet), WarmMS: ms(c.Warm), WaitsForGracePeriod: c.WaitsForGracePeriod()}
 }
 
 // probeInGroup creates a throwaway child group, attaches the sock_addr probe

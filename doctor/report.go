@@ -78,6 +78,10 @@ type Report struct {
 		// process moving between groups does not wait for an RCU grace
 		// period (cgroup_threadgroup_rwsem); null when there is no cgroup2.
 		FavorDynmods *bool `json:"favordynmods"`
+		// Migration is what moving a process between groups costs here
+		// (cgroup.ProbeMigration), which the mount options alone do not
+		// tell; null when there is no cgroup2.
+		Migration *Migration `json:"migration"`
 	} `json:"cgroup2"`
 
 	BTF Probe `json:"btf"`
@@ -398,7 +402,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			orNone(r.Cgroup.Controllers), orNone(r.Cgroup.Enabled)))
 		line("cgroup2 kill/freeze", "info", fmt.Sprintf("cgroup.kill %s, cgroup.freeze %s", yesNo(r.Cgroup.Kill), yesNo(r.Cgroup.Freeze)))
 		if r.Cgroup.FavorDynmods != nil {
-			line("cgroup2 favordynmods", "info", favorDynmodsLine(*r.Cgroup.FavorDynmods, r.Cgroup.Mount))
+			line("cgroup2 favordynmods", "info", favorDynmodsLine(*r.Cgroup.FavorDynmods, r.Cgroup.Migration, r.Cgroup.Mount))
 		}
 	}
 	probe("btf", r.BTF, "kernel BTF loads")
@@ -498,19 +502,47 @@ func yesNo(b *bool) string {
 	return "no"
 }
 
-// favorDynmodsLine says what the hierarchy's favordynmods option means for
-// sessions. Moving a process into a group takes cgroup_threadgroup_rwsem
-// for writing, which without favordynmods may wait for an RCU grace
-// period (when no other writer took it within the last one): a nested
-// session's launcher pays it when it moves into its group (it cannot be
-// cloned into it: the nested run has no right to that group's parent).
-// Measured on the 2-CPU VM of issue 18, Linux 6.18: 0.37 ms median on
-// one boot, 6-11 ms on the next (and ~9 ms on an earlier one). The option is the machine's choice, not
-// oxsupervise's: it makes every fork and exit on the machine a little
-// costlier.
-func favorDynmodsLine(on bool, mount string) string {
-	if on {
-		return "on: a nested session's launcher moves into its group without waiting for an RCU grace period"
+// Migration is cgroup.MigrationCost as the report carries it.
+type Migration struct {
+	// QuietMS is a migration after a quiet spell, WarmMS one right after
+	// it; WaitsForGracePeriod says the first waited for an RCU grace
+	// period the second did not.
+	QuietMS             float64 `json:"quiet_ms"`
+	WarmMS              float64 `json:"warm_ms"`
+	WaitsForGracePeriod bool    `json:"waits_for_grace_period"`
+	// Error is why nothing was measured (a doctor run without root).
+	Error string `json:"error,omitempty"`
+}
+
+// favorDynmodsLine says what the hierarchy's favordynmods option, and the
+// migration the probe timed, mean for sessions. A nested session's
+// launcher moves into its group (it cannot be cloned into it: the nested
+// run has no right to that group's parent), and a move may wait for an RCU
+// grace period (cgroup.MigrationCost): on the 2-CPU VM of issue 18, Linux
+// 6.18, 6-11 ms on one boot and 0.01-1 ms once favordynmods had been set
+// (it stays in effect until reboot there, whatever the mount options say
+// later). The option is the machine's choice, not oxsupervise's: it makes
+// every fork and exit on the machine a little costlier.
+func favorDynmodsLine(on bool, m *Migration, mount string) string {
+	measured := ""
+	switch {
+	case m == nil:
+	case m.Error != "":
+		measured = "; migration not timed: " + m.Error
+	default:
+		measured = fmt.Sprintf("; a migration took %.2f ms after a quiet spell, %.2f ms right after another", m.QuietMS, m.WarmMS)
 	}
-	return fmt.Sprintf("off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; `mount -o remount,favordynmods %s` removes the wait at the price of costlier fork and exit machine-wide", mount)
+	waits := !on
+	if m != nil && m.Error == "" {
+		waits = m.WaitsForGracePeriod
+	}
+	switch {
+	case !waits && on:
+		return "on: a nested session's launcher moves into its group without waiting for an RCU grace period" + measured
+	case !waits:
+		return "off, but migrations wait for no RCU grace period (the kernel locks each thread group on its own, as after favordynmods was once set)" + measured
+	case on:
+		return "on, yet migrations wait for an RCU grace period: each nested session's launcher may wait that long when it moves into its group" + measured
+	}
+	return fmt.Sprintf("off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group%s; `mount -o remount,favordynmods %s` removes the wait at the price of costlier fork and exit machine-wide (on Linux 6.18 it then stays in effect until reboot)", measured, mount)
 }

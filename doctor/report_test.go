@@ -154,19 +154,27 @@ func TestJSONFieldNames(t *testing.T) {
 
 func TestFavorDynmodsLine(t *testing.T) {
 	on, off := true, false
+	waits := &Migration{QuietMS: 9.1, WarmMS: 0.2, WaitsForGracePeriod: true}
+	fast := &Migration{QuietMS: 0.15, WarmMS: 0.11}
 	tests := []struct {
-		name  string
-		favor *bool
-		want  string // "" when the report has no such line
+		name      string
+		favor     *bool
+		migration *Migration
+		want      string // "" when the report has no such line
+		remount   bool   // the line names the remount of the hierarchy's mount
 	}{
-		{"on", &on, "cgroup2 favordynmods  info  on: a nested session's launcher moves into its group without waiting"},
-		{"off", &off, "cgroup2 favordynmods  info  off: each nested session may wait for an RCU grace period"},
-		{"no cgroup2", nil, ""},
+		{"on", &on, fast, "cgroup2 favordynmods info on: a nested session's launcher moves into its group without waiting for an RCU grace period; a migration took 0.15 ms after a quiet spell, 0.11 ms right after another", false},
+		{"off and waiting", &off, waits, "cgroup2 favordynmods info off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; a migration took 9.10 ms after a quiet spell, 0.20 ms right after another", true},
+		{"off without a wait", &off, fast, "off, but migrations wait for no RCU grace period", false},
+		{"on with a wait", &on, waits, "on, yet migrations wait for an RCU grace period", false},
+		{"off, not timed", &off, &Migration{Error: "time a migration: permission denied"}, "off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; migration not timed: time a migration: permission denied", true},
+		{"off, no probe", &off, nil, "off: each nested session may wait for an RCU grace period", true},
+		{"no cgroup2", nil, nil, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := synthetic(true, true, "", []string{"bpf"}, 7, "", true)
-			r.Cgroup.FavorDynmods = tt.favor
+			r.Cgroup.FavorDynmods, r.Cgroup.Migration = tt.favor, tt.migration
 			var b strings.Builder
 			if err := r.WriteText(&b); err != nil {
 				t.Fatal(err)
@@ -178,8 +186,8 @@ func TestFavorDynmodsLine(t *testing.T) {
 			case want != "" && !strings.Contains(text, want):
 				t.Errorf("report lacks %q:\n%s", tt.want, b.String())
 			}
-			if tt.name == "off" && !strings.Contains(b.String(), "mount -o remount,favordynmods /sys/fs/cgroup") {
-				t.Errorf("the off line does not name the remount of the hierarchy's mount:\n%s", b.String())
+			if got := strings.Contains(b.String(), "mount -o remount,favordynmods /sys/fs/cgroup"); got != tt.remount {
+				t.Errorf("the line names the remount: %v, want %v:\n%s", got, tt.remount, b.String())
 			}
 		})
 	}

@@ -249,23 +249,37 @@ func ratiosTo(r *report, metric, ref string) string {
 }
 
 // nestedCost is what the nested session itself adds: the nested row's
-// median less the outer session's alone, against bwrap's, and whether the
-// machine's cgroup2 favordynmods spares it the RCU grace period a move
-// between groups otherwise waits for (doctor reports the same).
+// median less the outer session's alone, against bwrap's, and what a move
+// between groups costs on this machine right after the rounds
+// (cgroup.ProbeMigration, as doctor reports it): a nested session's
+// launcher makes one, and it may wait for an RCU grace period, which
+// cgroup2's favordynmods spares it (and, on Linux 6.18, keeps sparing it
+// until reboot once set, whatever the mount options say later).
 func nestedCost(r *report, metric string) string {
 	nested, outer, peer := stats.Median(r.Samples[metric][nestedWW]), stats.Median(r.Samples[metric][standaloneWW]), stats.Median(r.Samples[metric][bwrapPeer])
 	if nested <= 0 || outer <= 0 || peer <= 0 {
 		return ""
 	}
-	favor := "unknown"
+	migration := "not measured (no cgroup2 mount)"
 	if m, err := cgroup.FindMounts(); err == nil && m.Cgroup2 != "" {
-		favor = "off"
+		favor := "off"
 		if slices.Contains(m.Cgroup2Options, "favordynmods") {
 			favor = "on"
 		}
+		switch c, err := cgroup.ProbeMigration(m.Cgroup2, 100*time.Millisecond); {
+		case err != nil:
+			migration = fmt.Sprintf("not measured (%v); cgroup2 favordynmods in the mount options: %s", err, favor)
+		default:
+			waits := "no"
+			if c.WaitsForGracePeriod() {
+				waits = "yes"
+			}
+			migration = fmt.Sprintf("%.2f ms after 100 ms without one, %.2f ms right after it (waits for an RCU grace period: %s); cgroup2 favordynmods in the mount options: %s",
+				float64(c.Quiet.Microseconds())/1e3, float64(c.Warm.Microseconds())/1e3, waits, favor)
+		}
 	}
-	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median; cgroup2 favordynmods on this machine: %s.",
-		(nested-outer)/1e6, (nested-outer)/peer, favor)
+	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median. A migration between groups (the nested launcher's move), timed after the rounds: %s.",
+		(nested-outer)/1e6, (nested-outer)/peer, migration)
 }
 
 // populate makes dir a workspace of n small files in directories of 100
