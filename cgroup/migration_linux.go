@@ -27,6 +27,10 @@ type MigrationCost struct {
 // single write to cgroup.procs on a busy machine varies by less.
 const gracePeriodFloor = time.Millisecond
 
+// MigrationQuiet is the quiet spell doctor and the bench give
+// ProbeMigration: several RCU grace periods, so that a wait for one shows.
+const MigrationQuiet = 100 * time.Millisecond
+
 // WaitsForGracePeriod reports whether a migration after a quiet spell
 // waited for an RCU grace period that one right after another did not.
 func (c MigrationCost) WaitsForGracePeriod() bool { return c.Quiet-c.Warm >= gracePeriodFloor }

@@ -129,13 +129,9 @@ func probeCgroup(r *Report) {
 	r.Cgroup.Migration = probeMigration(mounts.Cgroup2)
 }
 
-// migrationQuiet is how long the doctor migrates nothing before it times
-// a migration: several RCU grace periods, so that a wait for one shows.
-const migrationQuiet = 100 * time.Millisecond
-
 // probeMigration times a migration of the doctor itself (cgroup.ProbeMigration).
 func probeMigration(mount string) *Migration {
-	c, err := cgroup.ProbeMigration(mount, migrationQuiet)
+	c, err := cgroup.ProbeMigration(mount, cgroup.MigrationQuiet)
 	if err != nil {
 		return &Migration{Error: err.Error()}
 	}

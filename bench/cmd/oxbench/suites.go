@@ -266,7 +266,7 @@ func nestedCost(r *report, metric string) string {
 		if slices.Contains(m.Cgroup2Options, "favordynmods") {
 			favor = "on"
 		}
-		switch c, err := cgroup.ProbeMigration(m.Cgroup2, 100*time.Millisecond); {
+		switch c, err := cgroup.ProbeMigration(m.Cgroup2, cgroup.MigrationQuiet); {
 		case err != nil:
 			migration = fmt.Sprintf("not measured (%v); cgroup2 favordynmods in the mount options: %s", err, favor)
 		default:
@@ -274,8 +274,8 @@ func nestedCost(r *report, metric string) string {
 			if c.WaitsForGracePeriod() {
 				waits = "yes"
 			}
-			migration = fmt.Sprintf("%.2f ms after 100 ms without one, %.2f ms right after it (waits for an RCU grace period: %s); cgroup2 favordynmods in the mount options: %s",
-				float64(c.Quiet.Microseconds())/1e3, float64(c.Warm.Microseconds())/1e3, waits, favor)
+			migration = fmt.Sprintf("%.2f ms after %v without one, %.2f ms right after it (waits for an RCU grace period: %s); cgroup2 favordynmods in the mount options: %s",
+				float64(c.Quiet.Microseconds())/1e3, cgroup.MigrationQuiet, float64(c.Warm.Microseconds())/1e3, waits, favor)
 		}
 	}
 	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median. A migration between groups (the nested launcher's move), timed after the rounds: %s.",
