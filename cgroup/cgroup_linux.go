@@ -145,6 +145,12 @@ func ParentDir(cfg Config) (string, error) {
 // missing limit is fatal. On error nothing is left behind except the
 // (shared, empty) parent group.
 func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
+	return createGroup(cfg, id, limits, 0o755)
+}
+
+// createGroup is NewSession with the group directory's mode (NewSlot's marks
+// it as a slot).
+func createGroup(cfg Config, id string, limits Limits, mode os.FileMode) (*Group, error) {
 	if err := ValidateSessionID(id); err != nil {
 		return nil, err
 	}
@@ -157,7 +163,7 @@ func NewSession(cfg Config, id string, limits Limits) (*Group, error) {
 		return nil, fmt.Errorf("create session parent group: %w", err)
 	}
 	g := &Group{ID: id, Path: filepath.Join(parentDir, id), mount: mount, rel: "/" + parent + "/" + id}
-	if err := os.Mkdir(g.Path, 0o755); err != nil {
+	if err := os.Mkdir(g.Path, mode); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create session %s: group %s already exists", id, g.Path)
 		}

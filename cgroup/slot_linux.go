@@ -11,28 +11,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// slotXattr marks a group made ahead of its session (a daemon's slot):
-// ListSessions does not list it until MarkClaimed removes the mark.
+// slotMode marks a group made ahead of its session (a daemon's slot): its
+// directory has the sticky bit, which cgroupfs gives no other meaning. The
+// mkdir itself sets it (no umask clears it), so no listing ever sees a
+// slot unmarked: a mark added after the mkdir (slotXattr, until this)
+// left a moment in which ListSessions listed a slot as a session.
+// ListSessions leaves a slot out until MarkClaimed clears the bit.
+const slotMode = os.ModeSticky
+
+// slotXattr is how slots were marked before slotMode: a daemon's start
+// still finds and removes such a slot that a crashed daemon of an earlier
+// version left (ListSlots), and no listing takes it for a session.
 const slotXattr = "trusted.oxsupervise.slot"
 
 // NewSlot is NewSession, without limits, for a group made ahead of its
-// session: it is marked as a slot, and ListSessions leaves it out until
-// MarkClaimed (then SetLimits gives it its session's limits).
+// session: it is marked as a slot from its creation on, and ListSessions
+// leaves it out until MarkClaimed (then SetLimits gives it its session's
+// limits).
 func NewSlot(cfg Config, id string) (*Group, error) {
-	g, err := NewSession(cfg, id, Limits{})
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Setxattr(g.Path, slotXattr, []byte{1}, 0); err != nil {
-		os.Remove(g.Path)
-		return nil, fmt.Errorf("create session slot %s: mark it: %w", id, err)
-	}
-	return g, nil
+	return createGroup(cfg, id, Limits{}, 0o755|slotMode)
 }
 
 // MarkClaimed makes a slot's group a session's: ListSessions lists it.
 func (g *Group) MarkClaimed() error {
-	if err := unix.Removexattr(g.Path, slotXattr); err != nil && !errors.Is(err, unix.ENODATA) {
+	fi, err := os.Stat(g.Path)
+	if err != nil {
+		return fmt.Errorf("claim session slot %s: %w", g.ID, err)
+	}
+	if err := os.Chmod(g.Path, fi.Mode().Perm()); err != nil {
 		return fmt.Errorf("claim session slot %s: %w", g.ID, err)
 	}
 	return nil
@@ -40,6 +46,9 @@ func (g *Group) MarkClaimed() error {
 
 // isSlot reports whether dir is a slot's group, not claimed yet.
 func isSlot(dir string) bool {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&slotMode != 0 {
+		return true
+	}
 	_, err := unix.Getxattr(dir, slotXattr, nil)
 	return err == nil
 }
