@@ -29,7 +29,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 		writeError(w, err)
 		return
 	}
-	defer stdio.close()
+	defer stdio.close() // closed already once the client was answered (report)
 	var toClient *timingEvents
 	if req.Timing {
 		toClient = &timingEvents{}
@@ -95,6 +95,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who *call
 	report := func(code int, err error) {
 		reportOnce.Do(func() {
 			close(finished)
+			// Nothing of the session runs any more, and its launcher had
+			// its own copies: the caller's streams are closed before the
+			// client hears the end, so that a caller reading its
+			// command's output to EOF is not kept waiting for the release.
+			stdio.close()
 			sid := sessionID()
 			// Once the client has its answer: the next slot (slot_linux.go).
 			defer s.slots.ended(sid)
