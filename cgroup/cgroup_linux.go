@@ -215,7 +215,7 @@ func ListSessions(cfg Config) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && ValidateSessionID(e.Name()) == nil && !isSlot(filepath.Join(mount, parent, e.Name())) {
+		if e.IsDir() && ValidateSessionID(e.Name()) == nil && kindOf(filepath.Join(mount, parent, e.Name())) == kindSession {
 			ids = append(ids, e.Name())
 		}
 	}

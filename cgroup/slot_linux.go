@@ -45,13 +45,34 @@ func (g *Group) MarkClaimed() error {
 	return nil
 }
 
-// isSlot reports whether dir is a slot's group, not claimed yet.
-func isSlot(dir string) bool {
-	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&slotMode != 0 {
-		return true
+// groupKind is what a listing found under the sessions' parent.
+type groupKind int
+
+const (
+	kindSession groupKind = iota
+	kindSlot              // made ahead of its session, not claimed yet
+	kindGone              // removed between the listing's readdir and its look at the group
+)
+
+// kindOf tells what the group at dir is. A group that cannot be looked at
+// any more is gone, not a session: a listing's readdir sees a group that
+// is removed right after it (a slot a daemon discards, a session's end),
+// and listing it would name a session that no longer exists.
+func kindOf(dir string) groupKind {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return kindGone
 	}
-	_, err := unix.Getxattr(dir, slotXattr, nil)
-	return err == nil
+	if fi.Mode()&slotMode != 0 {
+		return kindSlot
+	}
+	switch _, err := unix.Getxattr(dir, slotXattr, nil); {
+	case err == nil:
+		return kindSlot
+	case errors.Is(err, unix.ENOENT):
+		return kindGone
+	}
+	return kindSession
 }
 
 // ListSlots returns the ids of the slot groups under the parent (none
@@ -71,7 +92,7 @@ func ListSlots(cfg Config) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && ValidateSessionID(e.Name()) == nil && isSlot(filepath.Join(dir, e.Name())) {
+		if e.IsDir() && ValidateSessionID(e.Name()) == nil && kindOf(filepath.Join(dir, e.Name())) == kindSlot {
 			ids = append(ids, e.Name())
 		}
 	}

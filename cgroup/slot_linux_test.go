@@ -5,6 +5,7 @@ package cgroup
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,11 @@ func TestSlotNeverListedUnclaimed(t *testing.T) {
 			listed.Wait()
 			t.Fatalf("NewSlot: %v", err)
 		}
+		if kindOf(g.Path) != kindSlot {
+			close(stop)
+			listed.Wait()
+			t.Fatalf("slot %s is not a slot right after NewSlot (its mode: %v): the kernel did not keep the mark of its mkdir", id, modeOf(g.Path))
+		}
 		if i%2 == 0 {
 			unclaimed.Delete(id) // deleted before the claim: a listing after it may show it
 			if err := g.MarkClaimed(); err != nil {
@@ -102,4 +108,70 @@ func TestSlotsOfAnEarlierVersion(t *testing.T) {
 	if ids, err := ListSlots(cfg); err != nil || !slices.Contains(ids, g.ID) {
 		t.Errorf("ListSlots = %v, %v; want %s", ids, err, g.ID)
 	}
+}
+
+// TestKindOf: what a listing makes of each group it finds, a group removed
+// after the listing's readdir included (it is gone, not a session: the
+// VM's slow kernel showed a listing naming such a slot).
+func TestKindOf(t *testing.T) {
+	cfg := requireSessions(t)
+	tests := []struct {
+		name string
+		make func(t *testing.T) string // the group's directory
+		want groupKind
+	}{
+		{"session", func(t *testing.T) string { return newGroup(t, cfg, Limits{}).Path }, kindSession},
+		{"slot", func(t *testing.T) string {
+			g, err := NewSlot(cfg, "kind-slot")
+			if err != nil {
+				t.Fatalf("NewSlot: %v", err)
+			}
+			t.Cleanup(func() { g.Remove(context.Background()) })
+			return g.Path
+		}, kindSlot},
+		{"claimed slot", func(t *testing.T) string {
+			g, err := NewSlot(cfg, "kind-claimed")
+			if err != nil {
+				t.Fatalf("NewSlot: %v", err)
+			}
+			t.Cleanup(func() { g.Remove(context.Background()) })
+			if err := g.MarkClaimed(); err != nil {
+				t.Fatalf("MarkClaimed: %v", err)
+			}
+			return g.Path
+		}, kindSession},
+		{"slot of an earlier version", func(t *testing.T) string {
+			g := newGroup(t, cfg, Limits{})
+			if err := unix.Setxattr(g.Path, slotXattr, []byte{1}, 0); err != nil {
+				t.Fatalf("mark %s as an earlier version did: %v", g.Path, err)
+			}
+			return g.Path
+		}, kindSlot},
+		{"removed", func(t *testing.T) string {
+			g, err := NewSlot(cfg, "kind-removed")
+			if err != nil {
+				t.Fatalf("NewSlot: %v", err)
+			}
+			if err := g.Remove(context.Background()); err != nil {
+				t.Fatalf("remove: %v", err)
+			}
+			return g.Path
+		}, kindGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tt.make(t)
+			if got := kindOf(dir); got != tt.want {
+				t.Errorf("kindOf(%s) = %d, want %d (mode %v)", dir, got, tt.want, modeOf(dir))
+			}
+		})
+	}
+}
+
+func modeOf(dir string) string {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err.Error()
+	}
+	return fi.Mode().String()
 }
