@@ -77,6 +77,10 @@ func TestROViewLingersBetweenSessions(t *testing.T) {
 			t.Fatalf("round %d: %d lingers pending, want one of %v", round, len(p), ROViewLinger)
 		}
 	}
+	// The slot the daemon makes after the session is forked with a copy
+	// of its descriptors, the link's among them: the link's end is
+	// checked once that fork is done (slotPool.waitFilled).
+	w.srv.slots.waitFilled()
 	clock.End(clock.Pending()[0])
 	if ids := links(); roview.Attached() || len(ids) != 0 {
 		t.Fatalf("after the linger: attached %v, the program's links in the kernel %v; want none", roview.Attached(), ids)

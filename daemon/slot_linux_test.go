@@ -17,6 +17,22 @@ import (
 	"github.com/openoxide/oxsupervise/session"
 )
 
+// waitFilled waits until the pool's next slot is made (or failed): from
+// then on no launcher of the pool is being forked. A fork copies the
+// daemon's descriptors, close-on-exec ones included, and the child holds
+// them until its exec: a link the daemon closes meanwhile stays in the
+// kernel until then.
+func (p *slotPool) waitFilled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.filling != nil {
+		filling := p.filling
+		p.mu.Unlock()
+		<-filling
+		p.mu.Lock()
+	}
+}
+
 // waitSlot waits for the daemon's one waiting slot (made after each
 // claim, off the request path) and returns its id and launcher pid.
 func waitSlot(t *testing.T, w *world) (string, int) {
