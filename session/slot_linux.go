@@ -54,6 +54,13 @@ type SlotOptions struct {
 	// NetNS starts the launcher in a new, empty network namespace
 	// (Plan.NetNS).
 	NetNS bool
+	// KeepSignals makes the signals that came while the slot waited its
+	// session's: forwarded once the command runs, as a normal start
+	// forwards those that come between the launcher's start and the exec.
+	// For a slot made by a process that runs this one session
+	// (SlotAhead): a SIGTERM or Ctrl-C to it is never lost. A daemon's
+	// slot drops them: they were not the session's.
+	KeepSignals bool
 }
 
 // NewSlot creates a session slot: the group and its launcher, waiting for
@@ -156,8 +163,9 @@ func RemoveSlots(ctx context.Context, cfg cgroup.Config) ([]string, error) {
 // session's limits. The slot is the session's from here: Run's end
 // removes its group like any other.
 func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
-	// Signals that came while the slot waited were not its session's.
-	for len(s.l.sigs) > 0 {
+	// Signals that came while the slot waited were not its session's,
+	// unless the slot was made for it alone.
+	for !s.opts.KeepSignals && len(s.l.sigs) > 0 {
 		<-s.l.sigs
 	}
 	if err := s.group.MarkClaimed(); err != nil {

@@ -264,70 +264,105 @@ func TestSlotThatCannotServeFallsBack(t *testing.T) {
 	}
 }
 
-// A signal that reached the supervisor while the slot waited is not its
-// session's: the session claiming the slot does not forward it to its
-// command (which would die of it, or run its trap).
-func TestSlotDropsSignalsFromBeforeItsClaim(t *testing.T) {
+// A signal that reached the supervisor while a daemon's slot waited is not
+// its session's: the session claiming the slot does not forward it to its
+// command (which would die of it, or run its trap). A slot made ahead by a
+// process that runs this one session (SlotAhead, a standalone run) keeps
+// it: the command gets it once it runs, as from a normal start, and a
+// Ctrl-C or SIGTERM to the supervisor is never lost.
+func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	cgroup2Mount(t)
-	e := newEnv(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
-	sl, err := session.NewSlot(session.SlotOptions{Registry: reg, SelfExe: self, NetNS: true})
-	if err != nil {
-		t.Fatalf("NewSlot: %v", err)
-	}
-	// The slot registered SIGUSR1 for its session: this process lives.
-	// The runtime hands a signal to every channel registered for it in
-	// one pass: once seen here, the slot has it too (a signal still on
-	// its way when the slot is claimed is one that came after).
-	seen := make(chan os.Signal, 1)
-	signal.Notify(seen, syscall.SIGUSR1)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	<-seen
-	signal.Stop(seen)
-	inR, inW, _ := os.Pipe()
-	defer inW.Close()
-	outR, outW, _ := os.Pipe()
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 256)
-		for {
-			n, err := outR.Read(buf)
-			out.Write(buf[:n])
-			if strings.Contains(out.String(), "ready\n") {
-				inW.Close() // the command's read returns: it ends
-			}
+	tests := []struct {
+		name string
+		// slots makes the slot, waiting once it returns, and what hands
+		// it to Run.
+		slots func(t *testing.T, o session.SlotOptions) session.Slots
+		// forwarded: the command got SIGUSR1 (its trap exits 7, or it
+		// died of the signal before the trap was set: 128+10).
+		forwarded bool
+	}{
+		{"daemon slot drops them", func(t *testing.T, o session.SlotOptions) session.Slots {
+			sl, err := session.NewSlot(o)
 			if err != nil {
-				return
+				t.Fatalf("NewSlot: %v", err)
 			}
-		}
-	}()
-	var timing bytes.Buffer
-	slots := &oneSlot{sl: sl}
-	t.Cleanup(slots.close)
-	code, err := session.Run(context.Background(), session.RunOptions{
-		Policy: compiledFor(t, e),
-		Argv:   []string{"sh", "-c", `trap 'echo USR1' USR1; echo ready; read x; echo done`},
-		Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
-		Dir:    e.ws, SelfExe: self, Registry: reg, Slots: slots,
-		Stdin: inR, Stdout: outW, Stderr: outW, Timing: phasetime.New(&timing),
-	})
-	inR.Close()
-	outW.Close()
-	<-done
-	if !strings.Contains(timing.String(), "slot claimed") {
-		t.Fatalf("the session did not claim the slot:\n%s", timing.String())
+			slots := &oneSlot{sl: sl}
+			t.Cleanup(slots.close)
+			return slots
+		}, false},
+		{"slot made ahead keeps them", func(t *testing.T, o session.SlotOptions) session.Slots {
+			a := session.MakeSlotAhead(o)
+			t.Cleanup(a.Close)
+			if session.SlotAheadID(a) == "" {
+				t.Fatal("the slot made ahead could not be made")
+			}
+			return a
+		}, true},
 	}
-	if err != nil || code != 0 || out.String() != "ready\ndone\n" {
-		t.Errorf("Run: code %d, %v, output %q; want 0 and ready, done (no SIGUSR1)", code, err, out.String())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
+			slots := tt.slots(t, session.SlotOptions{Registry: reg, SelfExe: self, NetNS: true})
+			// The slot registered SIGUSR1 for its session: this process
+			// lives. The runtime hands a signal to every channel
+			// registered for it in one pass: once seen here, the slot
+			// has it too (a signal still on its way when the slot is
+			// claimed is one that came after).
+			seen := make(chan os.Signal, 1)
+			signal.Notify(seen, syscall.SIGUSR1)
+			if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			<-seen
+			signal.Stop(seen)
+			inR, inW, _ := os.Pipe()
+			defer inW.Close()
+			outR, outW, _ := os.Pipe()
+			var out bytes.Buffer
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				buf := make([]byte, 256)
+				for {
+					n, err := outR.Read(buf)
+					out.Write(buf[:n])
+					if strings.Contains(out.String(), "ready\n") {
+						inW.Close() // the command's read returns: it ends
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			var timing bytes.Buffer
+			code, err := session.Run(context.Background(), session.RunOptions{
+				Policy: compiledFor(t, e),
+				Argv:   []string{"sh", "-c", `trap 'echo USR1; exit 7' USR1; echo ready; read x; echo done`},
+				Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
+				Dir:    e.ws, SelfExe: self, Registry: reg, Slots: slots,
+				Stdin: inR, Stdout: outW, Stderr: outW, Timing: phasetime.New(&timing),
+			})
+			inR.Close()
+			outW.Close()
+			<-done
+			if !strings.Contains(timing.String(), "slot claimed") {
+				t.Fatalf("the session did not claim the slot:\n%s", timing.String())
+			}
+			switch {
+			case err != nil:
+				t.Errorf("Run: %v (output %q)", err, out.String())
+			case tt.forwarded && code != 7 && code != 128+int(syscall.SIGUSR1):
+				t.Errorf("Run: code %d, output %q; want the command to get SIGUSR1 (7 from its trap, or %d)", code, out.String(), 128+int(syscall.SIGUSR1))
+			case !tt.forwarded && (code != 0 || out.String() != "ready\ndone\n"):
+				t.Errorf("Run: code %d, output %q; want 0 and ready, done (no SIGUSR1)", code, out.String())
+			}
+		})
 	}
 }

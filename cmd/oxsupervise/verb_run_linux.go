@@ -73,11 +73,31 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 	// handler, unlike an ignored signal, does not survive exec).
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	tm := phasetime.FromEnv(os.Getenv(phasetime.Env), s.err)
+	// Found once for the host, the session group and the kernel audit
+	// feed; where it cannot be, each of them says why. The mount table
+	// it is found in is the mount plan's too (RunOptions.Mounts): read
+	// once. Unread, each reads it again and says why it cannot.
+	var cg cgroup.Config
+	mounts, err := mountinfo.Read()
+	if err == nil {
+		cg, _ = cgroup.Config{}.ResolvedIn(mounts)
+	} else {
+		mounts = nil
+		cg, _ = cgroup.Config{}.Resolved()
+	}
+	// The session's group and launcher are made now, on the other core,
+	// while the policy is resolved and bound and the host opens
+	// (session.SlotAhead); Run claims them. Made for a session without a
+	// network namespace of its own, the usual plan: one whose plan asks
+	// for one (network none without the cgroup network layer) closes the
+	// slot and starts the normal way.
+	ahead := session.MakeSlotAhead(session.SlotOptions{Cgroup: cg})
+	defer ahead.Close()
 	// The nested sessions' socket depends on nothing the policy or the
 	// host decide: it is listened on while they are worked out.
 	nestDir := os.Getenv(nestDirEnv)
-	ahead := host.ListenNestAhead(nestDir)
-	defer ahead.Close()
+	nestAhead := host.ListenNestAhead(nestDir)
+	defer nestAhead.Close()
 	t, res, wd, failed := prepareResolved(s, r, r.user)
 	if res == nil {
 		return failed
@@ -98,18 +118,6 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		binding <- bound{c, code}
 	}()
 	unavailable := session.ParseUnavailable(os.Getenv(session.ForceUnavailableEnv))
-	// Found once for the host, the session group and the kernel audit
-	// feed; where it cannot be, each of them says why. The mount table
-	// it is found in is the mount plan's too (RunOptions.Mounts): read
-	// once. Unread, each reads it again and says why it cannot.
-	var cg cgroup.Config
-	mounts, err := mountinfo.Read()
-	if err == nil {
-		cg, _ = cgroup.Config{}.ResolvedIn(mounts)
-	} else {
-		mounts = nil
-		cg, _ = cgroup.Config{}.Resolved()
-	}
 	h := openHost(unbound, cg, unavailable, s.err, tm)
 	b := <-binding
 	if b.c == nil {
@@ -133,7 +141,8 @@ func runCommand(ctx context.Context, s streams, r runRequest) int {
 		// The CLI exits once the session is done.
 		ExitAfter:  true,
 		BeforeExit: &beforeExit,
-	}, host.NestOptions{Dir: nestDir, Request: nestRequest(t), UID: t.uid, Ahead: ahead})
+		Slots:      ahead,
+	}, host.NestOptions{Dir: nestDir, Request: nestRequest(t), UID: t.uid, Ahead: nestAhead})
 	// Run has removed the session: nothing is left for the layers to
 	// confine, and the process exits next.
 	if err := h.CloseForExit(); err != nil {
