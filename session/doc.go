@@ -17,7 +17,9 @@
 // it is given at fork depends on the session: its spec brings the
 // command's stdio and private /dev/shm (launcher.SendSpec), so a long-lived
 // supervisor can start it ahead of the request, in a session group of its
-// own (Slot, slot_linux.go), which Run claims through RunOptions.Slots.
+// own (Slot, slot_linux.go), which Run claims through RunOptions.Slots. A
+// standalone run makes its one slot the same way at its start, while it
+// resolves the policy and opens its host (SlotAhead, slotahead_linux.go).
 //
 // A session has one audit sink: Run opens the policy's log once
 // (audit_linux.go) and hands it to every layer in SessionInfo.Audit; the
