@@ -12,7 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/openoxide/oxsupervise/internal/ahead"
 )
 
 // nestSocket is the socket a session's nested runs ask its supervisor on.
@@ -80,46 +81,26 @@ func removeStaleSockets(dir string) {
 // inode for the socket: ~0.5 ms) needs none of it. Nothing is served on
 // it before RunNesting's session starts, as when RunNesting listens.
 type NestListener struct {
-	done chan struct{}
-	sock *nestSocket
-	err  error
-
-	mu    sync.Mutex
-	taken bool
+	sock *ahead.Value[*nestSocket]
 }
 
 // ListenNestAhead starts listening on the socket RunNesting would make in
 // dir ("" means DefaultNestDir); pass it as NestOptions.Ahead, and Close
 // it once RunNesting returned (or when it is not called).
 func ListenNestAhead(dir string) *NestListener {
-	l := &NestListener{done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		l.sock, l.err = listenNestSocket(dir)
-	}()
-	return l
+	return &NestListener{ahead.Start(func() (*nestSocket, error) { return listenNestSocket(dir) },
+		func(s *nestSocket) { s.ln.Close() })}
 }
 
 // take waits for the socket and hands it to the caller, once.
 func (l *NestListener) take() (*nestSocket, error) {
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.taken {
+	sock, err, ok := l.sock.Take()
+	if !ok {
 		return nil, errors.New("the socket listened on ahead was already used or closed")
 	}
-	l.taken = true
-	return l.sock, l.err
+	return sock, err
 }
 
 // Close closes the socket unless RunNesting took it (RunNesting closes it
 // when its session ends).
-func (l *NestListener) Close() {
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.taken && l.sock != nil {
-		l.sock.ln.Close()
-	}
-	l.taken = true
-}
+func (l *NestListener) Close() { l.sock.Close() }

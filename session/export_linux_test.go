@@ -5,9 +5,9 @@ package session
 // SlotAheadID is the session ID of a's slot ("" when it could not be
 // made), for the tests of what is left of it.
 func SlotAheadID(a *SlotAhead) string {
-	<-a.made
-	if a.sl == nil {
+	sl, err := a.slot.Peek()
+	if err != nil {
 		return ""
 	}
-	return a.sl.ID()
+	return sl.ID()
 }

@@ -2,7 +2,7 @@
 
 package session
 
-import "sync"
+import "github.com/openoxide/oxsupervise/internal/ahead"
 
 // SlotAhead is the one slot of a supervisor that runs one session (a
 // standalone `run`): made as soon as the process knows it runs a session
@@ -15,32 +15,24 @@ import "sync"
 // no session claimed. The signals the process gets while the slot waits
 // are its session's (SlotOptions.KeepSignals).
 type SlotAhead struct {
-	made chan struct{}
-	// sl and err are NewSlot's, set before made is closed.
-	sl  *Slot
-	err error
-
-	mu      sync.Mutex
-	claimed bool
+	slot *ahead.Value[*Slot]
 }
 
 // MakeSlotAhead starts making the slot of o in the background.
 func MakeSlotAhead(o SlotOptions) *SlotAhead {
-	a := &SlotAhead{made: make(chan struct{})}
 	o.KeepSignals = true
-	go func() {
-		defer close(a.made)
-		a.sl, a.err = NewSlot(o)
-	}()
-	return a
+	return &SlotAhead{ahead.Start(func() (*Slot, error) { return NewSlot(o) }, (*Slot).Close)}
 }
 
 // Claim implements Slots: the slot once made, the first time only, when
 // it serves the session; a slot that does not is closed.
 func (a *SlotAhead) Claim(opts RunOptions, netns bool) (*Slot, string) {
-	sl, why := a.take()
-	if sl == nil {
-		return nil, why
+	sl, err, ok := a.slot.Take()
+	switch {
+	case !ok:
+		return nil, "the slot made ahead was taken"
+	case err != nil:
+		return nil, "the slot made ahead could not be made: " + err.Error()
 	}
 	if why := sl.Serves(opts, netns); why != "" {
 		sl.Close()
@@ -51,24 +43,4 @@ func (a *SlotAhead) Claim(opts RunOptions, netns bool) (*Slot, string) {
 
 // Close closes the slot unless a session claimed it (or Claim closed it):
 // its launcher, which ran nothing, is killed and its group removed.
-func (a *SlotAhead) Close() {
-	if sl, _ := a.take(); sl != nil {
-		sl.Close()
-	}
-}
-
-// take waits for the slot and hands it over once.
-func (a *SlotAhead) take() (*Slot, string) {
-	<-a.made
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case a.claimed:
-		return nil, "the slot made ahead was taken"
-	case a.err != nil:
-		a.claimed = true
-		return nil, "the slot made ahead could not be made: " + a.err.Error()
-	}
-	a.claimed = true
-	return a.sl, ""
-}
+func (a *SlotAhead) Close() { a.slot.Close() }
