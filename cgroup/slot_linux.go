@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// slotMode marks a group made ahead of its session (a daemon's slot): its
+// slotMode marks a group made ahead of its session (a daemon's slot, or a
+// standalone run's, made at its start): its
 // directory has the sticky bit, which cgroupfs gives no other meaning. The
 // mkdir itself sets it (no umask clears it), so no listing ever sees a
 // slot unmarked: a mark added after the mkdir (slotXattr, as earlier
