@@ -26,6 +26,10 @@ func TestDebugTimingLogsRunPhases(t *testing.T) {
 			if res := w.runHelper(t, nobody, w.ws, nil, "run", w.ws, "true"); res.code != 0 {
 				t.Fatalf("run: exit %d: %s", res.code, res.stderr)
 			}
+			// The client may exit at the exit event, before the daemon
+			// logs that it sent it ("exit sent"): the log is read once
+			// the daemon has stopped, its handlers returned.
+			w.stop()
 			phases := map[string]bool{}
 			sc := bufio.NewScanner(strings.NewReader(w.log.String()))
 			for sc.Scan() {
