@@ -5,6 +5,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -61,8 +62,12 @@ const (
 // and listing it would name a session that no longer exists.
 func kindOf(dir string) groupKind {
 	fi, err := os.Lstat(dir)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return kindGone
+	case err != nil:
+		// Not known to be a slot: listed, as before slots were marked.
+		return kindSession
 	}
 	if fi.Mode()&slotMode != 0 {
 		return kindSlot

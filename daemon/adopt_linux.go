@@ -109,11 +109,12 @@ func processAlive(pid int) bool {
 // reported: they may be an attach in progress by a standalone CLI.
 func (s *Server) adopt(ctx context.Context) []string {
 	var notes []string
-	// A crashed daemon's slot: its launcher died with it (parent-death
-	// signal), its group is left.
-	slots, err := session.RemoveSlots(ctx, s.opts.Cgroup)
+	// A crashed daemon's slot, or a standalone run's killed before its
+	// session started: its launcher died with it (parent-death signal),
+	// its group is left.
+	slots, err := session.RemoveSlots(s.opts.Cgroup)
 	for _, id := range slots {
-		notes = append(notes, fmt.Sprintf("adopt: removed the session slot %s a previous daemon left", id))
+		notes = append(notes, fmt.Sprintf("adopt: removed the session slot %s a dead supervisor left", id))
 	}
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("adopt: %v", err))

@@ -118,8 +118,16 @@ func newWorld(t *testing.T) *world {
 				session.Stop(context.Background(), w.opts.Cgroup, w.opts.Registry, id)
 			}
 			// A daemon killed by the test (kill -9) leaves its waiting
-			// slot for the next daemon's adoption; none comes here.
-			session.RemoveSlots(context.Background(), w.opts.Cgroup)
+			// slot for the next daemon's adoption; none comes here, and
+			// its launcher may still be dying (RemoveSlots leaves a slot
+			// with a process alone): killed and removed here.
+			slots, _ := cgroup.ListSlots(w.opts.Cgroup)
+			for _, id := range slots {
+				if g, err := cgroup.OpenSession(w.opts.Cgroup, id); err == nil {
+					g.Kill(context.Background())
+					g.Remove(context.Background())
+				}
+			}
 			os.Remove(filepath.Join(mnt, parent))
 		}
 		os.RemoveAll(base)

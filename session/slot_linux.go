@@ -3,13 +3,16 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"runtime"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 )
@@ -42,6 +45,9 @@ type Slot struct {
 	// thread that forked it may then be unlocked.
 	over     chan struct{}
 	overOnce sync.Once
+	// ended is the first signal ending a process that came while the
+	// slot waited (termination), when it keeps them (KeepSignals).
+	ended os.Signal
 }
 
 // SlotOptions say what a slot is made for; a request that differs is not
@@ -55,11 +61,12 @@ type SlotOptions struct {
 	// (Plan.NetNS).
 	NetNS bool
 	// KeepSignals makes the signals that came while the slot waited its
-	// session's: forwarded once the command runs, as a normal start
-	// forwards those that come between the launcher's start and the exec.
-	// For a slot made by a process that runs this one session
-	// (SlotAhead): a SIGTERM or Ctrl-C to it is never lost. A daemon's
-	// slot drops them: they were not the session's.
+	// session's, for a slot made by a process that runs this one session
+	// (SlotAhead): one that ends a process (SIGTERM, SIGINT, SIGHUP,
+	// SIGQUIT) ends the run at the claim, before anything of it runs
+	// (Run returns an ExecError with 128+N), and the others are
+	// forwarded once the command runs. A daemon's slot drops them: they
+	// were not the session's.
 	KeepSignals bool
 }
 
@@ -70,17 +77,19 @@ func NewSlot(o SlotOptions) (*Slot, error) {
 	if err != nil {
 		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
 	}
-	group, err := cgroup.NewSlot(o.Cgroup, id)
-	if err != nil {
-		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
-	}
-	s := &Slot{id: id, group: group, opts: o, over: make(chan struct{})}
 	// The signals its session will forward, registered now: the
 	// registration (a round trip to the runtime's signal thread per
 	// signal no channel has yet) is off the request path, and while a
 	// slot waits the session ending before it does not pay for the
-	// deregistration either.
+	// deregistration either. Before the group exists: a SIGHUP or SIGQUIT
+	// that kills the process after the mkdir would leave the group.
 	sigs := notifySessionSignals()
+	group, err := cgroup.NewSlot(o.Cgroup, id)
+	if err != nil {
+		signal.Stop(sigs)
+		return nil, &BoundaryError{Layer: LayerCgroup, Err: err}
+	}
+	s := &Slot{id: id, group: group, opts: o, over: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		// The launcher's parent-death signal is this thread's: it stays
@@ -135,19 +144,59 @@ func (s *Slot) Close() {
 	cleanupSession(s.group, s.opts.Registry, s.id, io.Discard)
 }
 
+// termination returns the first signal that ends a process (SIGTERM,
+// SIGINT, SIGHUP, SIGQUIT) among those that came while the slot waited, or
+// nil; the others stay queued for the session's relay. Once found, it is
+// the answer from then on.
+func (s *Slot) termination() os.Signal {
+	var queued []os.Signal
+	for len(s.l.sigs) > 0 {
+		queued = append(queued, <-s.l.sigs)
+	}
+	for _, sig := range queued {
+		switch sig {
+		case unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT:
+			if s.ended == nil {
+				s.ended = sig
+			}
+			continue
+		}
+		select {
+		case s.l.sigs <- sig:
+		default:
+		}
+	}
+	return s.ended
+}
+
 // RemoveSlots removes the slot groups under cfg's parent that no
 // supervisor is using: for a daemon's start, before it makes its own. A
-// slot's launcher runs nothing, so whatever is in such a group is killed.
-func RemoveSlots(ctx context.Context, cfg cgroup.Config) ([]string, error) {
+// slot in use holds its launcher, which dies with its supervisor
+// (parent-death signal): a slot with a process in it is a live
+// supervisor's (a standalone run's, made at its start, or another
+// daemon's) and is left alone, never killed: its supervisor may be
+// claiming it for a session this moment. An empty one is removed.
+func RemoveSlots(cfg cgroup.Config) ([]string, error) {
 	ids, err := cgroup.ListSlots(cfg)
 	var removed []string
 	for _, id := range ids {
 		g, oerr := cgroup.OpenSession(cfg, id)
+		var procs []int
 		if oerr == nil {
-			oerr = g.Kill(ctx)
+			procs, oerr = g.Procs()
+		}
+		if oerr == nil && len(procs) > 0 {
+			continue
 		}
 		if oerr == nil {
-			oerr = g.Remove(ctx)
+			// One rmdir, which the kernel refuses (EBUSY) if a launcher
+			// came meanwhile: a live slot is never removed, nor waited for.
+			switch rerr := unix.Rmdir(g.Path); {
+			case errors.Is(rerr, unix.EBUSY):
+				continue
+			case rerr != nil && !errors.Is(rerr, unix.ENOENT):
+				oerr = fmt.Errorf("remove session slot %s: %w", g.Path, rerr)
+			}
 		}
 		if oerr != nil {
 			err = errors.Join(err, oerr)
@@ -164,7 +213,15 @@ func RemoveSlots(ctx context.Context, cfg cgroup.Config) ([]string, error) {
 // removes its group like any other.
 func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, error) {
 	// Signals that came while the slot waited were not its session's,
-	// unless the slot was made for it alone.
+	// unless the slot was made for it alone: then one that ends a
+	// process ends the run here, before anything of it runs (the
+	// launcher, in the terminal's foreground group, may have died of a
+	// Ctrl-C already), and the others are forwarded once it runs.
+	if s.opts.KeepSignals {
+		if sig := s.termination(); sig != nil {
+			return "", nil, nil, &ExecError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("%v before the command started: nothing ran", sig)}
+		}
+	}
 	for !s.opts.KeepSignals && len(s.l.sigs) > 0 {
 		<-s.l.sigs
 	}

@@ -5,15 +5,18 @@ package session_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/phasetime"
@@ -268,8 +271,10 @@ func TestSlotThatCannotServeFallsBack(t *testing.T) {
 // its session's: the session claiming the slot does not forward it to its
 // command (which would die of it, or run its trap). A slot made ahead by a
 // process that runs this one session (SlotAhead, a standalone run) keeps
-// it: the command gets it once it runs, as from a normal start, and a
-// Ctrl-C or SIGTERM to the supervisor is never lost.
+// them: one that ends a process ends the run at the claim, before anything
+// of it runs (also when the same Ctrl-C killed the slot's launcher, which
+// waits in the terminal's foreground group), and the others reach the
+// command once it runs, as from a normal start.
 func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
@@ -278,46 +283,70 @@ func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	daemonSlot := func(t *testing.T, o session.SlotOptions) (session.Slots, string) {
+		sl, err := session.NewSlot(o)
+		if err != nil {
+			t.Fatalf("NewSlot: %v", err)
+		}
+		slots := &oneSlot{sl: sl}
+		t.Cleanup(slots.close)
+		return slots, sl.ID()
+	}
+	slotAhead := func(t *testing.T, o session.SlotOptions) (session.Slots, string) {
+		a := session.MakeSlotAhead(o)
+		t.Cleanup(a.Close)
+		id := session.SlotAheadID(a)
+		if id == "" {
+			t.Fatal("the slot made ahead could not be made")
+		}
+		return a, id
+	}
+	const (
+		dropped   = iota // the command ran to its end: code 0, ready, done
+		forwarded        // the command got it: its trap exits 7, or it died of it before the trap was set
+		ended            // nothing ran: the run ends with 128+N
+	)
 	tests := []struct {
 		name string
 		// slots makes the slot, waiting once it returns, and what hands
-		// it to Run.
-		slots func(t *testing.T, o session.SlotOptions) session.Slots
-		// forwarded: the command got SIGUSR1 (its trap exits 7, or it
-		// died of the signal before the trap was set: 128+10).
-		forwarded bool
+		// it to Run, with the slot's session ID.
+		slots func(t *testing.T, o session.SlotOptions) (session.Slots, string)
+		sig   syscall.Signal
+		// killLauncher: the signal kills the slot's launcher too.
+		killLauncher bool
+		want         int
 	}{
-		{"daemon slot drops them", func(t *testing.T, o session.SlotOptions) session.Slots {
-			sl, err := session.NewSlot(o)
-			if err != nil {
-				t.Fatalf("NewSlot: %v", err)
-			}
-			slots := &oneSlot{sl: sl}
-			t.Cleanup(slots.close)
-			return slots
-		}, false},
-		{"slot made ahead keeps them", func(t *testing.T, o session.SlotOptions) session.Slots {
-			a := session.MakeSlotAhead(o)
-			t.Cleanup(a.Close)
-			if session.SlotAheadID(a) == "" {
-				t.Fatal("the slot made ahead could not be made")
-			}
-			return a
-		}, true},
+		{"daemon slot drops them", daemonSlot, syscall.SIGUSR1, false, dropped},
+		{"slot made ahead forwards SIGUSR1", slotAhead, syscall.SIGUSR1, false, forwarded},
+		{"slot made ahead: SIGTERM ends the run", slotAhead, syscall.SIGTERM, false, ended},
+		{"slot made ahead: Ctrl-C that killed its launcher ends the run", slotAhead, syscall.SIGINT, true, ended},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
-			slots := tt.slots(t, session.SlotOptions{Registry: reg, SelfExe: self, NetNS: true})
-			// The slot registered SIGUSR1 for its session: this process
-			// lives. The runtime hands a signal to every channel
+			slots, id := tt.slots(t, session.SlotOptions{Registry: reg, SelfExe: self, NetNS: true})
+			group := filepath.Join(cgroup2Mount(t), cgroup.DefaultParent, id)
+			if tt.killLauncher {
+				procs, err := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+				pids := strings.Fields(string(procs))
+				if err != nil || len(pids) != 1 {
+					t.Fatalf("the slot's group holds %q (%v), want its launcher", procs, err)
+				}
+				pid, _ := strconv.Atoi(pids[0])
+				if err := syscall.Kill(pid, tt.sig); err != nil {
+					t.Fatal(err)
+				}
+				waitGone(t, pid)
+			}
+			// The slot registered the signal for its session: this
+			// process lives. The runtime hands a signal to every channel
 			// registered for it in one pass: once seen here, the slot
 			// has it too (a signal still on its way when the slot is
 			// claimed is one that came after).
 			seen := make(chan os.Signal, 1)
-			signal.Notify(seen, syscall.SIGUSR1)
-			if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+			signal.Notify(seen, tt.sig)
+			if err := syscall.Kill(os.Getpid(), tt.sig); err != nil {
 				t.Fatal(err)
 			}
 			<-seen
@@ -352,17 +381,42 @@ func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 			inR.Close()
 			outW.Close()
 			<-done
-			if !strings.Contains(timing.String(), "slot claimed") {
-				t.Fatalf("the session did not claim the slot:\n%s", timing.String())
+			switch tt.want {
+			case ended:
+				var ee *session.ExecError
+				if !errors.As(err, &ee) || ee.Code != 128+int(tt.sig) || out.Len() != 0 {
+					t.Errorf("Run: code %d, %v, output %q; want an ExecError with %d and nothing run", code, err, out.String(), 128+int(tt.sig))
+				}
+				if _, err := os.Stat(group); err == nil {
+					t.Errorf("the slot's group %s is left after the run ended", group)
+				}
+				return
+			case forwarded:
+				if err != nil || (code != 7 && code != 128+int(tt.sig)) {
+					t.Errorf("Run: code %d, %v, output %q; want the command to get %v (7 from its trap, or %d)", code, err, out.String(), tt.sig, 128+int(tt.sig))
+				}
+			case dropped:
+				if err != nil || code != 0 || out.String() != "ready\ndone\n" {
+					t.Errorf("Run: code %d, %v, output %q; want 0 and ready, done (no %v)", code, err, out.String(), tt.sig)
+				}
 			}
-			switch {
-			case err != nil:
-				t.Errorf("Run: %v (output %q)", err, out.String())
-			case tt.forwarded && code != 7 && code != 128+int(syscall.SIGUSR1):
-				t.Errorf("Run: code %d, output %q; want the command to get SIGUSR1 (7 from its trap, or %d)", code, out.String(), 128+int(syscall.SIGUSR1))
-			case !tt.forwarded && (code != 0 || out.String() != "ready\ndone\n"):
-				t.Errorf("Run: code %d, output %q; want 0 and ready, done (no SIGUSR1)", code, out.String())
+			if !strings.Contains(timing.String(), "slot claimed") {
+				t.Errorf("the session did not claim the slot:\n%s", timing.String())
 			}
 		})
 	}
+}
+
+// waitGone waits until pid has exited (a zombie counts: nothing reaps
+// the slot's launcher before its supervisor's Close).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	// A liveness bound, not a speed assertion.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return
+		}
+	}
+	t.Fatalf("process %d did not exit", pid)
 }

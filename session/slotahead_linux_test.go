@@ -76,3 +76,43 @@ func TestSlotAhead(t *testing.T) {
 		})
 	}
 }
+
+// RemoveSlots (a daemon's start) removes a slot a dead supervisor left
+// (its group empty) and leaves a live one alone (its launcher in it: a
+// standalone run's slot made ahead, which its run may be claiming).
+func TestRemoveSlotsLeavesLiveOnes(t *testing.T) {
+	requireRoot(t)
+	landlockABI(t)
+	mount := cgroup2Mount(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	cfg := cgroup.Config{Parent: "oxsupervise-test-removeslots-" + filepath.Base(e.base)}
+	t.Cleanup(func() { os.Remove(filepath.Join(mount, cfg.Parent)) })
+	live := session.MakeSlotAhead(session.SlotOptions{Cgroup: cfg, Registry: session.Registry{Dir: filepath.Join(e.base, "registry")}, SelfExe: self})
+	t.Cleanup(live.Close)
+	liveID := session.SlotAheadID(live)
+	if liveID == "" {
+		t.Fatal("the live slot could not be made")
+	}
+	dead, err := cgroup.NewSlot(cfg, "s-deadbeef0001")
+	if err != nil {
+		t.Fatalf("cgroup.NewSlot: %v", err)
+	}
+	removed, err := session.RemoveSlots(cfg)
+	if err != nil {
+		t.Fatalf("RemoveSlots: %v", err)
+	}
+	if len(removed) != 1 || removed[0] != "s-deadbeef0001" {
+		t.Errorf("RemoveSlots removed %v, want only the dead slot", removed)
+	}
+	if _, err := os.Stat(dead.Path); err == nil {
+		t.Errorf("the dead slot %s is left", dead.Path)
+	}
+	procs, err := os.ReadFile(filepath.Join(mount, cfg.Parent, liveID, "cgroup.procs"))
+	if err != nil || len(strings.Fields(string(procs))) != 1 {
+		t.Errorf("the live slot %s after RemoveSlots holds %q (%v), want its launcher", liveID, procs, err)
+	}
+}
