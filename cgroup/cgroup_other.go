@@ -45,3 +45,4 @@ func (g *Group) Kill(ctx context.Context) error           { return errUnsupporte
 func (g *Group) WaitEmpty(ctx context.Context) error      { return errUnsupported }
 func (g *Group) WaitEnd(ctx context.Context) (End, error) { return 0, errUnsupported }
 func (g *Group) Remove(ctx context.Context) error         { return errUnsupported }
+func (g *Group) RemoveIfEmpty() (bool, error)             { return false, errUnsupported }

@@ -221,6 +221,21 @@ func (g *Group) Remove(ctx context.Context) error {
 	return nil
 }
 
+// RemoveIfEmpty removes the group, a leaf, with one rmdir unless a
+// process is in it: the kernel refuses that rmdir (EBUSY), and the group
+// is left as it is, with no wait and no error (removed false). A group
+// already gone counts as removed.
+func (g *Group) RemoveIfEmpty() (removed bool, err error) {
+	switch err := unix.Rmdir(g.Path); {
+	case err == nil || gone(err):
+		return true, nil
+	case errors.Is(err, unix.EBUSY):
+		return false, nil
+	default:
+		return false, fmt.Errorf("remove %s: %w", g.Path, err)
+	}
+}
+
 // removeTree removes dir and the groups below it, deepest first (a cgroup
 // with child groups cannot be removed). A group below that disappears
 // meanwhile is no error: a nested session removes its own group at its

@@ -13,13 +13,12 @@ import (
 )
 
 // slotMode marks a group made ahead of its session (a daemon's slot, or a
-// standalone run's, made at its start): its
-// directory has the sticky bit, which cgroupfs gives no other meaning. The
-// mkdir itself sets it (no umask clears it), so no listing ever sees a
-// slot unmarked: a mark added after the mkdir (slotXattr, as earlier
-// versions did) left a moment in which ListSessions listed a slot as a
-// session.
-// ListSessions leaves a slot out until MarkClaimed clears the bit.
+// standalone run's, made at its start): its directory has the sticky bit,
+// which cgroupfs gives no other meaning. The mkdir itself sets it (no
+// umask clears it), so no listing ever sees a slot unmarked: a mark added
+// after the mkdir (slotXattr, as earlier versions did) left a moment in
+// which ListSessions listed a slot as a session. ListSessions leaves a
+// slot out until MarkClaimed clears the bit.
 const slotMode = os.ModeSticky
 
 // slotXattr is how slots were marked before slotMode: a daemon's start

@@ -45,9 +45,6 @@ type Slot struct {
 	// thread that forked it may then be unlocked.
 	over     chan struct{}
 	overOnce sync.Once
-	// ended is the first signal ending a process that came while the
-	// slot waited (termination), when it keeps them (KeepSignals).
-	ended os.Signal
 }
 
 // SlotOptions say what a slot is made for; a request that differs is not
@@ -146,27 +143,27 @@ func (s *Slot) Close() {
 
 // termination returns the first signal that ends a process (SIGTERM,
 // SIGINT, SIGHUP, SIGQUIT) among those that came while the slot waited, or
-// nil; the others stay queued for the session's relay. Once found, it is
-// the answer from then on.
+// nil. Every signal stays queued, in its order, for the next look and the
+// session's relay.
 func (s *Slot) termination() os.Signal {
 	var queued []os.Signal
 	for len(s.l.sigs) > 0 {
 		queued = append(queued, <-s.l.sigs)
 	}
+	var first os.Signal
 	for _, sig := range queued {
 		switch sig {
 		case unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT:
-			if s.ended == nil {
-				s.ended = sig
+			if first == nil {
+				first = sig
 			}
-			continue
 		}
 		select {
 		case s.l.sigs <- sig:
 		default:
 		}
 	}
-	return s.ended
+	return first
 }
 
 // RemoveSlots removes the slot groups under cfg's parent that no
@@ -175,34 +172,24 @@ func (s *Slot) termination() os.Signal {
 // (parent-death signal): a slot with a process in it is a live
 // supervisor's (a standalone run's, made at its start, or another
 // daemon's) and is left alone, never killed: its supervisor may be
-// claiming it for a session this moment. An empty one is removed.
+// claiming it for a session this moment. An empty one is removed
+// (Group.RemoveIfEmpty).
 func RemoveSlots(cfg cgroup.Config) ([]string, error) {
 	ids, err := cgroup.ListSlots(cfg)
 	var removed []string
 	for _, id := range ids {
 		g, oerr := cgroup.OpenSession(cfg, id)
-		var procs []int
+		ok := false
 		if oerr == nil {
-			procs, oerr = g.Procs()
-		}
-		if oerr == nil && len(procs) > 0 {
-			continue
-		}
-		if oerr == nil {
-			// One rmdir, which the kernel refuses (EBUSY) if a launcher
-			// came meanwhile: a live slot is never removed, nor waited for.
-			switch rerr := unix.Rmdir(g.Path); {
-			case errors.Is(rerr, unix.EBUSY):
-				continue
-			case rerr != nil && !errors.Is(rerr, unix.ENOENT):
-				oerr = fmt.Errorf("remove session slot %s: %w", g.Path, rerr)
-			}
+			ok, oerr = g.RemoveIfEmpty()
 		}
 		if oerr != nil {
 			err = errors.Join(err, oerr)
 			continue
 		}
-		removed = append(removed, id)
+		if ok {
+			removed = append(removed, id)
+		}
 	}
 	return removed, err
 }
@@ -221,9 +208,10 @@ func (s *Slot) claim(limits cgroup.Limits) (string, *cgroup.Group, *launched, er
 		if sig := s.termination(); sig != nil {
 			return "", nil, nil, &ExecError{Code: 128 + int(sig.(syscall.Signal)), Err: fmt.Errorf("%v before the command started: nothing ran", sig)}
 		}
-	}
-	for !s.opts.KeepSignals && len(s.l.sigs) > 0 {
-		<-s.l.sigs
+	} else {
+		for len(s.l.sigs) > 0 {
+			<-s.l.sigs
+		}
 	}
 	if err := s.group.MarkClaimed(); err != nil {
 		return "", nil, nil, &BoundaryError{Layer: LayerCgroup, Err: err}
