@@ -59,16 +59,7 @@ func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, st
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.filling != nil {
-		if p.hurry != nil {
-			close(p.hurry)
-			p.hurry = nil
-		}
-		filling := p.filling
-		p.mu.Unlock()
-		<-filling
-		p.mu.Lock()
-	}
+	p.awaitFillLocked(true)
 	if p.closed {
 		return nil, "the daemon is stopping"
 	}
@@ -92,6 +83,22 @@ func (p *slotPool) Claim(opts session.RunOptions, netns bool) (*session.Slot, st
 	p.after = sl.ID()
 	p.fillLocked(nil, true)
 	return sl, ""
+}
+
+// awaitFillLocked waits for the slot on its way, if any, to be made (or
+// to fail), starting it at once with hurry when it still waits for the
+// session before; p.mu is held, and released while it waits.
+func (p *slotPool) awaitFillLocked(hurry bool) {
+	for p.filling != nil {
+		if hurry && p.hurry != nil {
+			close(p.hurry)
+			p.hurry = nil
+		}
+		filling := p.filling
+		p.mu.Unlock()
+		<-filling
+		p.mu.Lock()
+	}
 }
 
 // ended tells the pool that session id has ended: when it claimed the

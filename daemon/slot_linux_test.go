@@ -25,12 +25,7 @@ import (
 func (p *slotPool) waitFilled() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.filling != nil {
-		filling := p.filling
-		p.mu.Unlock()
-		<-filling
-		p.mu.Lock()
-	}
+	p.awaitFillLocked(false)
 }
 
 // waitSlot waits for the daemon's one waiting slot (made after each
