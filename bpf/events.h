@@ -129,6 +129,20 @@ static __always_inline void *oxs_event_reserve_limited(__u64 cgroup_id, __u32 so
 	return h;
 }
 
+/*
+ * OXS_EVENT_CALLER fills what every event says of the task that made the
+ * call: pid, tid, uid and comm. A macro because the event structs differ
+ * (fs_event, net_event, roview_event) while these fields' names do not.
+ */
+#define OXS_EVENT_CALLER(e)                                          \
+	do {                                                         \
+		__u64 oxs_pid_tgid = bpf_get_current_pid_tgid();      \
+		(e)->pid = oxs_pid_tgid >> 32;                       \
+		(e)->tid = (__u32)oxs_pid_tgid;                      \
+		(e)->uid = (__u32)bpf_get_current_uid_gid();         \
+		bpf_get_current_comm((e)->comm, sizeof((e)->comm));  \
+	} while (0)
+
 /* oxs_event_reserve is oxs_event_reserve_limited for a refusal: limited. */
 static __always_inline void *oxs_event_reserve(__u64 cgroup_id, __u32 source, __u64 size)
 {

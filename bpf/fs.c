@@ -268,15 +268,12 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 		return -1;
 	struct dentry *d = (struct dentry *)leaf;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	e->ino = inode ? BPF_CORE_READ(inode, i_ino) : 0;
 	for (int k = 0; k < FS_NFA_WORDS; k++)
 		e->matched[k] = w->kind == FS_KIND_PATTERN || w->kind == FS_KIND_DENY_GLOB ? w->hit[k] : 0;
 	e->dev = BPF_CORE_READ(d, d_sb, s_dev);
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
+	OXS_EVENT_CALLER(e);
 	e->op = op;
 	e->errno_ = err;
 	e->kind = w->kind;
@@ -288,7 +285,6 @@ static __noinline int emit(struct walk *w, __u64 leaf, __u32 op, __u32 err)
 	e->target_pid = 0;
 	e->ppid = current_ppid();
 	e->_pad = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
 	struct path_build pb = {.e = e, .dentry = leaf, .pos = w->zero, .n = w->zero};
 	bpf_loop(FS_PATH_COMPONENTS, path_step, &pb, 0);

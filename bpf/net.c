@@ -178,13 +178,8 @@ static __always_inline void emit(__u8 op, __u8 reason, __u64 cgid, const __u32 a
 		return;
 	__builtin_memset((void *)e + sizeof(e->hdr), 0, sizeof(*e) - sizeof(e->hdr));
 	e->time_ns = bpf_ktime_get_boot_ns();
-	if (task) {
-		__u64 pt = bpf_get_current_pid_tgid();
-		e->pid = pt >> 32;
-		e->tid = (__u32)pt;
-		e->uid = (__u32)bpf_get_current_uid_gid();
-		bpf_get_current_comm(e->comm, sizeof(e->comm));
-	}
+	if (task)
+		OXS_EVENT_CALLER(e);
 	e->op = op;
 	e->reason = reason;
 	e->family = family;

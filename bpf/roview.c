@@ -312,12 +312,9 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!e)
 		return 0;
 	struct task_struct___roview *task = (void *)bpf_get_current_task();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	/* Ring buffer memory is not zeroed: no field may keep an old record's bytes. */
 	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct roview_event, comm) - sizeof(e->hdr));
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
+	OXS_EVENT_CALLER(e);
 	e->ppid = BPF_CORE_READ((struct task_struct *)task, real_parent, tgid);
 	e->nr = nr;
 	e->dirfd = AT_FDCWD;
@@ -325,7 +322,6 @@ int roview_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	e->fd = -1;
 	e->path[0] = 0;
 	e->path2[0] = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	if (mm) {

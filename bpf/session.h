@@ -54,6 +54,27 @@ static __always_inline __u32 current_ppid(void)
 }
 
 /*
+ * fs_refusal reserves the record of an EPERM refusal that has no path of
+ * its own (refuse_self, unix.c's refuse_peer) and fills what they share:
+ * the caller, op and kind; every other field is zero. NULL when the
+ * record cannot be sent. Ring buffer memory is not zeroed, so no field
+ * may keep an old record's bytes.
+ */
+static __always_inline struct fs_event *fs_refusal(__u64 cgroup_id, __u32 op, __u32 kind)
+{
+	struct fs_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	if (!e)
+		return NULL;
+	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct fs_event, comm) - sizeof(e->hdr));
+	OXS_EVENT_CALLER(e);
+	e->ppid = current_ppid();
+	e->op = op;
+	e->errno_ = EPERM;
+	e->kind = kind;
+	return e;
+}
+
+/*
  * refuse_self reports a refusal that concerns no file (FS_KIND_SELF) for
  * the session cgroup_id and returns -EPERM, also when the event cannot
  * be sent. target_pid and family say what was reached for, where that
@@ -62,21 +83,11 @@ static __always_inline __u32 current_ppid(void)
  */
 static __noinline __attribute__((unused)) int refuse_self(__u64 cgroup_id, __u32 op, __u32 target_pid, __u32 family)
 {
-	struct fs_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	struct fs_event *e = fs_refusal(cgroup_id, op, FS_KIND_SELF);
 	if (!e)
 		return -EPERM;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct fs_event, comm) - sizeof(e->hdr));
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->op = op;
-	e->errno_ = EPERM;
-	e->kind = FS_KIND_SELF;
 	e->target_pid = target_pid;
 	e->family = family;
-	e->ppid = current_ppid();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	oxs_event_submit(e);
 	return -EPERM;
 }

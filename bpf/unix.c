@@ -109,20 +109,10 @@ static __always_inline bool peer_in_session(struct sock___unix *sk, __u64 sessio
  */
 static __noinline int refuse_peer(__u64 cgroup_id, __u64 addr, __s32 len)
 {
-	struct fs_event *e = oxs_event_reserve(cgroup_id, OXS_SOURCE_FS, sizeof(*e));
+	struct fs_event *e = fs_refusal(cgroup_id, FS_OP_UNIX_CONNECT, FS_KIND_UNIX_PEER);
 	if (!e)
 		return -EPERM;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__builtin_memset((void *)e + sizeof(e->hdr), 0, offsetof(struct fs_event, comm) - sizeof(e->hdr));
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->op = FS_OP_UNIX_CONNECT;
-	e->errno_ = EPERM;
-	e->kind = FS_KIND_UNIX_PEER;
 	e->flags = FS_EVENT_ABSTRACT;
-	e->ppid = current_ppid();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 
 	/* sun_family (2 bytes) and the leading 0 come before the name. */
 	__s64 n = (__s64)len - 3;

@@ -5,4 +5,4 @@ package loader
 // objectsDigest is ObjectsVersion's digest (objversion.Digest) of the
 // objects this binary embeds, in this order:
 // fs_bpfel.o self_bpfel.o netfamily_bpfel.o unix_bpfel.o net_bpfel.o roview_bpfel.o
-const objectsDigest = "283f9ebd50b54458"
+const objectsDigest = "d91d630d6aca8dcc"
