@@ -363,11 +363,10 @@ func (l *launched) run(ctx context.Context, opts RunOptions, entry *Entry, aud *
 		cmd.Wait()
 		return launchFailed(status, LayerMountNS)
 	}
-	// The registry entry has the pid and launcher since Run put it: the
-	// launcher is the command now (a second write cost ~0.3 ms of /run).
-	aud.sessionStart(entry)
-	tm.Mark("session_start recorded")
-
+	// The command runs: signals reach it from now on, before its
+	// session_start is written (a signal that came while the launcher
+	// waited, or while the record was written, would otherwise reach a
+	// short command only once it has ended).
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -383,6 +382,10 @@ func (l *launched) run(ctx context.Context, opts RunOptions, entry *Entry, aud *
 			}
 		}
 	}()
+	// The registry entry has the pid and launcher since Run put it: the
+	// launcher is the command now (a second write cost ~0.3 ms of /run).
+	aud.sessionStart(entry)
+	tm.Mark("session_start recorded")
 	err := cmd.Wait()
 	close(done)
 	tm.Mark("command exited")

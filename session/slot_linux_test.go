@@ -101,10 +101,7 @@ func limitFiles(dir string) string {
 // runProbe runs slotProbe in a session, through slots when given.
 func runProbe(t *testing.T, e *env, reg session.Registry, slots session.Slots) probeRun {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	c := compiledFor(t, e)
 	c.Limits.PidsMax = 77
 	c.Limits.MemoryMax = 300 << 20
@@ -150,14 +147,7 @@ func runProbe(t *testing.T, e *env, reg session.Registry, slots session.Slots) p
 // seccomp filter, mounts, Landlock refusal, descriptors and stdio. Only
 // the debug timing tells them apart.
 func TestSlotSessionIsAFreshOne(t *testing.T) {
-	requireRoot(t)
-	landlockABI(t)
-	cgroup2Mount(t)
-	e := newEnv(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, self := runEnv(t)
 	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
 	hostShm := filepath.Join("/dev/shm", filepath.Base(e.base))
 	mustWrite(t, hostShm, "the host's\n")
@@ -218,14 +208,7 @@ func TestSlotSessionIsAFreshOne(t *testing.T) {
 // normal way and its timing says why. Closing the slot leaves no group and
 // no launcher.
 func TestSlotThatCannotServeFallsBack(t *testing.T) {
-	requireRoot(t)
-	landlockABI(t)
-	cgroup2Mount(t)
-	e := newEnv(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, self := runEnv(t)
 	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
 	sl, err := session.NewSlot(session.SlotOptions{Registry: reg, SelfExe: self})
 	if err != nil {
@@ -279,10 +262,7 @@ func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	daemonSlot := func(t *testing.T, o session.SlotOptions) (session.Slots, string) {
 		sl, err := session.NewSlot(o)
 		if err != nil {
@@ -356,13 +336,23 @@ func TestSlotSignalsFromBeforeItsClaim(t *testing.T) {
 			outR, outW, _ := os.Pipe()
 			var out bytes.Buffer
 			done := make(chan struct{})
+			if tt.want == forwarded {
+				// The command ends by the signal: its trap, or the
+				// signal itself before the trap is set. Its read is not
+				// ended for it, since the signal may reach it only after
+				// "ready" (forwarded once the command runs); a signal
+				// that never comes ends the read after this long (a
+				// bound on a hang, not a measure: the run then fails).
+				stop := time.AfterFunc(time.Minute, func() { inW.Close() })
+				defer stop.Stop()
+			}
 			go func() {
 				defer close(done)
 				buf := make([]byte, 256)
 				for {
 					n, err := outR.Read(buf)
 					out.Write(buf[:n])
-					if strings.Contains(out.String(), "ready\n") {
+					if tt.want != forwarded && strings.Contains(out.String(), "ready\n") {
 						inW.Close() // the command's read returns: it ends
 					}
 					if err != nil {
