@@ -39,14 +39,7 @@ func openFDsOf(t *testing.T, path string) int {
 // A session has one audit sink: Run opens the log once and hands that sink
 // to every layer, and the supervisor's own records go through it too.
 func TestRunOpensTheAuditLogOnce(t *testing.T) {
-	requireRoot(t)
-	landlockABI(t)
-	cgroup2Mount(t)
-	e := newEnv(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, self := runEnv(t)
 	c := compiledFor(t, e)
 	layers := []*fakeLayer{{name: "one"}, {name: "two"}}
 	fds := -1
@@ -96,10 +89,7 @@ func TestRunWarnsWhenSessionStopIsNotSynced(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	if os.Getenv(failFsyncEnv) == "" {
 		cmd := exec.Command(self, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 		cmd.Env = append(os.Environ(), failFsyncEnv+"=1")

@@ -3,7 +3,6 @@
 package session_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/openoxide/oxsupervise/internal/escapetest"
@@ -18,9 +17,6 @@ import (
 // on the BPF-LSM path in the kernel-test VM.
 func TestEscape(t *testing.T) {
 	requireRoot(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	escapetest.Run(t, escapetest.Config{CLI: bin, Self: self})
 }

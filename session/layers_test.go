@@ -55,10 +55,7 @@ func TestRunAppliesSessionLayers(t *testing.T) {
 	landlockABI(t)
 	cg2 := cgroup2Mount(t)
 	e := newEnv(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
 	opts := func(layers ...session.SessionLayer) session.RunOptions {
 		return session.RunOptions{

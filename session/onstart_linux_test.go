@@ -16,14 +16,7 @@ import (
 // cgroup, while the group exists and before the command has run; it adds
 // no layer to the session's record.
 func TestRunOnStart(t *testing.T) {
-	requireRoot(t)
-	landlockABI(t)
-	cgroup2Mount(t)
-	e := newEnv(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, self := runEnv(t)
 	reg := session.Registry{Dir: filepath.Join(e.base, "registry")}
 	marker := filepath.Join(e.ws, "ran.txt")
 	var calls []session.SessionInfo

@@ -41,23 +41,9 @@ func pinnedPrograms(t *testing.T, set string) []ebpf.ProgramID {
 func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 	requireNetLayer(t)
 	e := newEnv(t)
-	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
-	if err != nil {
-		// Not SkipUnlessVM: that would put all of package session into
-		// the VM pass (the Makefile selects packages by it); the VM's
-		// own reuse test is session/fsvmtest's.
-		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
-	}
-	t.Cleanup(func() { os.RemoveAll(pins) })
-	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+	pins, pinEnv := pinDir(t)
 
-	if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
-		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
-	}
-	sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "net-*"))
-	if len(sets) != 1 {
-		t.Fatalf("pinned network sets after the first run: %v, want one below %s/run/%s-ring*", sets, pins, loader.ObjectsVersion())
-	}
+	pinned := firstPinnedRun(t, e, pins, pinEnv, "net-*", "run", "--net", "none", "--", "true")
 	// The set is named after the parent the programs are attached on.
 	parent, err := cgroup.ParentDir(cgroup.Config{})
 	if err != nil {
@@ -67,11 +53,11 @@ func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 	if err := syscall.Stat(parent, &st); err != nil {
 		t.Fatal(err)
 	}
-	if want := "net-" + strconv.FormatUint(st.Ino, 10); filepath.Base(sets[0]) != want {
-		t.Fatalf("pinned set %s, want %s (the sessions' parent %s)", sets[0], want, parent)
+	if want := "net-" + strconv.FormatUint(st.Ino, 10); filepath.Base(pinned) != want {
+		t.Fatalf("pinned set %s, want %s (the sessions' parent %s)", pinned, want, parent)
 	}
-	first := pinnedPrograms(t, sets[0])
-	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
+	first := pinnedPrograms(t, pinned)
+	if keys, err := (loader.Generation{Dir: pinned}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
 		t.Fatalf("the first run left sessions in the pinned map: %v (%v)", keys, err)
 	}
 
@@ -100,7 +86,7 @@ func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 		gate.Close()
 		t.Fatal(err)
 	}
-	keys, err := loader.Generation{Dir: sets[0]}.SessionKeys("net_sessions")
+	keys, err := loader.Generation{Dir: pinned}.SessionKeys("net_sessions")
 	gate.Write([]byte("go\n"))
 	gate.Close()
 	r := <-done
@@ -110,10 +96,10 @@ func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 	if err != nil || !slices.Contains(keys, g.CgroupID) {
 		t.Fatalf("second run's session (cgroup %d) not in the pinned programs' session map: %v (%v); it loaded programs of its own", g.CgroupID, keys, err)
 	}
-	if again := pinnedPrograms(t, sets[0]); !slices.Equal(again, first) {
+	if again := pinnedPrograms(t, pinned); !slices.Equal(again, first) {
 		t.Fatalf("pinned programs %v after the second run, want the first run's %v", again, first)
 	}
-	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
+	if keys, err := (loader.Generation{Dir: pinned}).SessionKeys("net_sessions"); err != nil || len(keys) != 0 {
 		t.Fatalf("the second run left its session in the pinned map: %v (%v)", keys, err)
 	}
 }
@@ -126,21 +112,10 @@ func TestStandaloneRunReusesPinnedPrograms(t *testing.T) {
 func TestStandaloneRunReusesPinnedReadOnlyViewAudit(t *testing.T) {
 	requireNetLayer(t)
 	e := newEnv(t)
-	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
-	if err != nil {
-		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
-	}
-	t.Cleanup(func() { os.RemoveAll(pins) })
-	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+	pins, pinEnv := pinDir(t)
 
-	if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
-		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
-	}
-	sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "roview"))
-	if len(sets) != 1 {
-		t.Fatalf("pinned read-only view sets after the first run: %v, want one below %s/run/%s-ring*", sets, pins, loader.ObjectsVersion())
-	}
-	progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, sets[0]) }
+	pinned := firstPinnedRun(t, e, pins, pinEnv, "roview", "run", "--", "true")
+	progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, pinned) }
 	first := progID()
 
 	victim := filepath.Join(e.outside, "reuse-created.txt")
@@ -154,7 +129,7 @@ func TestStandaloneRunReusesPinnedReadOnlyViewAudit(t *testing.T) {
 	if again := progID(); again != first {
 		t.Fatalf("pinned read-only view program %d after the second run, want the first run's %d: it loaded one of its own", again, first)
 	}
-	if keys, err := (loader.Generation{Dir: sets[0]}).SessionKeys("roview_sessions"); err != nil || len(keys) != 0 {
+	if keys, err := (loader.Generation{Dir: pinned}).SessionKeys("roview_sessions"); err != nil || len(keys) != 0 {
 		t.Fatalf("a run left its session in the pinned read-only view table: %v (%v)", keys, err)
 	}
 	b, err := os.ReadFile(filepath.Join(e.base, "audit.jsonl"))
@@ -199,29 +174,18 @@ func TestStandaloneRunDoesNotReuseTamperedPins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
-			if err != nil {
-				t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
-			}
-			t.Cleanup(func() { os.RemoveAll(pins) })
-			pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
-			if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
-				t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
-			}
-			sets, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", "net-*"))
-			if len(sets) != 1 {
-				t.Fatalf("pinned network sets after the first run: %v, want one", sets)
-			}
-			first := pinnedPrograms(t, sets[0])
-			tt.tamper(t, sets[0])
+			pins, pinEnv := pinDir(t)
+			pinned := firstPinnedRun(t, e, pins, pinEnv, "net-*", "run", "--net", "none", "--", "true")
+			first := pinnedPrograms(t, pinned)
+			tt.tamper(t, pinned)
 			if r := e.run(t, pinEnv, "run", "--net", "none", "--", "true"); r.code != 0 {
 				t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
 			}
-			again := pinnedPrograms(t, sets[0])
+			again := pinnedPrograms(t, pinned)
 			if slices.Equal(again, first) {
 				t.Fatalf("pinned programs %v after the second run are the first run's: the tampered set was reused", again)
 			}
-			if records, _ := filepath.Glob(filepath.Join(sets[0], "record-*")); len(records) != 1 {
+			if records, _ := filepath.Glob(filepath.Join(pinned, "record-*")); len(records) != 1 {
 				t.Fatalf("records after the second run pinned its own programs: %v, want one", records)
 			}
 		})
@@ -285,22 +249,11 @@ func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
-			if err != nil {
-				t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
-			}
-			t.Cleanup(func() { os.RemoveAll(pins) })
-			pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
-			if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
-				t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
-			}
-			versions, _ := filepath.Glob(filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*"))
-			if len(versions) != 1 {
-				t.Fatalf("pin directories after the first run: %v, want one", versions)
-			}
-			progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, filepath.Join(versions[0], "roview")) }
+			pins, pinEnv := pinDir(t)
+			version := firstPinnedRun(t, e, pins, pinEnv, "", "run", "--", "true")
+			progID := func() ebpf.ProgramID { return pinnedROViewProgID(t, filepath.Join(version, "roview")) }
 			first := progID()
-			tt.tamper(t, versions[0])
+			tt.tamper(t, version)
 			tampered := progID()
 			if r := e.run(t, pinEnv, "run", "--", "true"); r.code != 0 {
 				t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
@@ -309,7 +262,7 @@ func TestStandaloneRunDoesNotReuseTamperedReadOnlyViewPins(t *testing.T) {
 				t.Fatalf("pinned read-only view program %d after the second run (first run's %d, tampered %d): the tampered pins were reused", again, first, tampered)
 			}
 			for _, set := range []string{"roview", "events"} {
-				if records, _ := filepath.Glob(filepath.Join(versions[0], set, "record-*")); len(records) != 1 {
+				if records, _ := filepath.Glob(filepath.Join(version, set, "record-*")); len(records) != 1 {
 					t.Fatalf("records of %s after the second run pinned its own: %v, want one", set, records)
 				}
 			}
@@ -362,12 +315,7 @@ func pinMapLikeOver(t *testing.T, path string) {
 func TestStandaloneRunLeavesNothingButItsPins(t *testing.T) {
 	requireNetLayer(t)
 	e := newEnv(t)
-	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-exit-test-")
-	if err != nil {
-		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
-	}
-	t.Cleanup(func() { os.RemoveAll(pins) })
-	pinEnv := []string{"OXSUPERVISE_PIN_DIR=" + pins}
+	pins, pinEnv := pinDir(t)
 	var netProgs []ebpf.ProgramID
 	var roviewProg ebpf.ProgramID
 	for round := range 3 {
@@ -425,4 +373,36 @@ func TestStandaloneRunLeavesNothingButItsPins(t *testing.T) {
 			t.Fatalf("round %d: session %s's records %v, want session_start first and session_stop last", round, id, kinds)
 		}
 	}
+}
+
+// pinDir makes a directory on bpffs for a test's runs to pin in, removed
+// when the test ends, and the environment that points them at it. Where
+// there is no bpffs the test is skipped, loudly: not SkipUnlessVM, which
+// would put all of package session into the VM pass (the Makefile selects
+// packages by it); the VM's own reuse test is session/fsvmtest's.
+func pinDir(t *testing.T) (string, []string) {
+	t.Helper()
+	pins, err := os.MkdirTemp(loader.BPFFSMount, "oxs-reuse-test-")
+	if err != nil {
+		t.Skipf("SKIPPED, NOT PASSED: no bpffs at %s to pin in: %v", loader.BPFFSMount, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pins) })
+	return pins, []string{"OXSUPERVISE_PIN_DIR=" + pins}
+}
+
+// firstPinnedRun runs `oxsupervise args...` pinning in pins and returns
+// the one directory it pinned that matches sub below this build's
+// objects' version (pins/run/VERSION-ring*/sub; "" for that directory
+// itself); none or several fail the test.
+func firstPinnedRun(t *testing.T, e *env, pins string, pinEnv []string, sub string, args ...string) string {
+	t.Helper()
+	if r := e.run(t, pinEnv, args...); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	pattern := filepath.Join(pins, "run", loader.ObjectsVersion()+"-ring*", sub)
+	got, _ := filepath.Glob(pattern)
+	if len(got) != 1 {
+		t.Fatalf("pinned after the first run: %v, want one match of %s", got, pattern)
+	}
+	return got[0]
 }

@@ -30,10 +30,7 @@ func TestROViewLinger(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	const lingerFor = time.Hour // never reached: the test ends lingers
 	tests := []struct {
 		name   string

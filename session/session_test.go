@@ -128,6 +128,29 @@ type env struct {
 	bin string
 }
 
+// selfExe is this test binary, which is also the sessions' launcher
+// (RunOptions.SelfExe): TestMain hands the launcher's verb to it.
+func selfExe(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return self
+}
+
+// runEnv is the start of a test that runs sessions on this machine's
+// Landlock path: it skips without root, a usable Landlock or cgroup2
+// (each probed apart from the code under test) and returns a fresh env
+// and the launcher.
+func runEnv(t *testing.T) (*env, string) {
+	t.Helper()
+	requireRoot(t)
+	landlockABI(t)
+	cgroup2Mount(t)
+	return newEnv(t), selfExe(t)
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	base, err := os.MkdirTemp("/var/tmp", "oxs-session-test-")

@@ -32,10 +32,7 @@ func TestRunSettledHoldsTheLastAct(t *testing.T) {
 	landlockABI(t)
 	kernelAuditUsable(t)
 	cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	roview, err := session.NewROViewLayer(session.ROViewConfig{})
 	if err != nil {
 		t.Skipf("SKIPPED, NOT PASSED: no read-only view audit on this kernel (%v): its refusals cannot reach the log", err)

@@ -22,10 +22,7 @@ func TestSlotAhead(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	mount := cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	tests := []struct {
 		name string
 		// netns is the slot's; runProbe's policy asks for a network
@@ -84,10 +81,7 @@ func TestRemoveSlotsLeavesLiveOnes(t *testing.T) {
 	requireRoot(t)
 	landlockABI(t)
 	mount := cgroup2Mount(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := selfExe(t)
 	e := newEnv(t)
 	cfg := cgroup.Config{Parent: "oxsupervise-test-removeslots-" + filepath.Base(e.base)}
 	t.Cleanup(func() { os.Remove(filepath.Join(mount, cfg.Parent)) })
