@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// drain reads and handles every event queued (w.handling held).
 func (w *Watch) drain(buf []byte) {
 	for {
 		n, err := unix.Read(w.fan, buf)

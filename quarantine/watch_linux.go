@@ -231,7 +231,6 @@ func (w *Watch) loop() {
 	}
 }
 
-// drain reads and handles every event queued (w.handling held).
 func (w *Watch) setWalkAll() {
 	w.mu.Lock()
 	w.walkAll = true
