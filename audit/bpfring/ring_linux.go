@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -75,7 +76,11 @@ type Options struct {
 // Ring is the shared ring buffer and its reader goroutine.
 type Ring struct {
 	maps *loader.EventMaps
-	rd   *ringbuf.Reader
+	// rd reads the ring once it has held a record (mapRing); until then
+	// the reader waits on idle, with the ring not mapped (idleWait says
+	// why). Only the reader goroutine sets it.
+	rd   atomic.Pointer[ringbuf.Reader]
+	idle *idleWait
 	warn io.Writer
 
 	mu        sync.Mutex
@@ -115,13 +120,13 @@ func Open(opts Options) (*Ring, error) {
 			return nil, err
 		}
 	}
-	rd, err := ringbuf.NewReader(maps.Ring)
+	idle, err := newIdleWait(maps.Ring.FD())
 	if err != nil {
 		maps.Close()
-		return nil, fmt.Errorf("open the event ring buffer: %w", err)
+		return nil, err
 	}
 	r := &Ring{
-		maps: maps, rd: rd, warn: opts.Warn, consumers: map[loader.Source]Consumer{},
+		maps: maps, idle: idle, warn: opts.Warn, consumers: map[loader.Source]Consumer{},
 		drainReq: make(chan chan struct{}, drainQueue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if r.warn == nil {
@@ -132,7 +137,7 @@ func Open(opts Options) (*Ring, error) {
 	for src := loader.Source(1); src < loader.Sources; src++ {
 		n, err := r.Lost(src)
 		if err != nil {
-			rd.Close()
+			idle.close()
 			maps.Close()
 			return nil, err
 		}
@@ -181,21 +186,36 @@ func (r *Ring) Drain() {
 	case <-r.done:
 		return
 	}
-	// Queued first, woken after: the flush stays pending (an eventfd) until
-	// the reader's next wait, which then returns at once and the reader
-	// takes the request, so no wake-up is lost between the two.
-	r.rd.Flush()
+	r.wakeReader()
 	select {
 	case <-done:
 	case <-r.done:
 	}
 }
 
+// wakeReader makes the reader look at its requests now: queued first,
+// woken after, the wake-up stays pending (an eventfd) until the reader's
+// next wait, which then returns at once, so none is lost between the two.
+// Which wait that is depends on whether the ring is mapped yet; the reader
+// sets rd before it looks at its requests again, so a waker that still
+// finds rd nil has queued its request before that look.
+func (r *Ring) wakeReader() {
+	if rd := r.rd.Load(); rd != nil {
+		rd.Flush()
+		return
+	}
+	r.idle.wakeUp()
+}
+
 func (r *Ring) loop() {
 	defer close(r.done)
+	var rec ringbuf.Record
+	if !r.awaitRecords(&rec) {
+		return
+	}
+	rd := r.rd.Load()
 	lostTick := time.NewTicker(lostPoll)
 	defer lostTick.Stop()
-	var rec ringbuf.Record
 	for {
 		select {
 		case <-r.stop:
@@ -211,8 +231,8 @@ func (r *Ring) loop() {
 			r.checkLost()
 		default:
 		}
-		r.rd.SetDeadline(time.Now().Add(poll))
-		err := r.rd.ReadInto(&rec)
+		rd.SetDeadline(time.Now().Add(poll))
+		err := rd.ReadInto(&rec)
 		switch {
 		case err == nil:
 			r.dispatch(rec.RawSample)
@@ -226,11 +246,82 @@ func (r *Ring) loop() {
 	}
 }
 
+// awaitRecords is the reader while the ring is not mapped: it serves
+// Drain and Close and checks the losses as the loop does, and maps the
+// ring as soon as a record is queued. It reports whether the loop goes on
+// reading (false: Close stopped it). A Drain or Close that finds records
+// queued maps the ring and reads them first: nothing queued goes unread.
+func (r *Ring) awaitRecords(rec *ringbuf.Record) (reading bool) {
+	nextLost := time.Now().Add(lostPoll)
+	for {
+		select {
+		case <-r.stop:
+			if r.mapIfQueued() {
+				r.readQueued(rec)
+			}
+			r.checkLost()
+			return false
+		case done := <-r.drainReq:
+			mapped := r.mapIfQueued()
+			if mapped {
+				r.readQueued(rec)
+			}
+			r.checkLost()
+			close(done)
+			if mapped {
+				return true
+			}
+			continue
+		default:
+		}
+		if !time.Now().Before(nextLost) {
+			r.checkLost()
+			nextLost = time.Now().Add(lostPoll)
+		}
+		queued, err := r.idle.wait(time.Until(nextLost))
+		if err != nil {
+			fmt.Fprintf(r.warn, "oxsupervise: warning: kernel refusal events: %v\n", err)
+			time.Sleep(poll)
+			continue
+		}
+		if queued && r.mapRing() {
+			return true
+		}
+	}
+}
+
+// mapIfQueued maps the ring when records are queued, and reports whether
+// it is mapped.
+func (r *Ring) mapIfQueued() bool {
+	queued, err := r.idle.wait(0)
+	if err != nil {
+		fmt.Fprintf(r.warn, "oxsupervise: warning: kernel refusal events: %v\n", err)
+		// Whether records wait is unknown: map, to read them if they do.
+		queued = true
+	}
+	return queued && r.mapRing()
+}
+
+// mapRing maps the ring for reading (rd). A ring that cannot be mapped
+// keeps its records queued (the programs count what no longer fits as
+// lost), and the reader tries again at its next wait.
+func (r *Ring) mapRing() bool {
+	rd, err := ringbuf.NewReader(r.maps.Ring)
+	if err != nil {
+		fmt.Fprintf(r.warn, "oxsupervise: warning: kernel refusal events are queued but cannot be read: map the event ring buffer: %v\n", err)
+		time.Sleep(poll)
+		return false
+	}
+	r.rd.Store(rd)
+	return true
+}
+
 // readQueued hands over every record in the ring buffer now.
 func (r *Ring) readQueued(rec *ringbuf.Record) {
+	rd := r.rd.Load()
 	for {
-		r.rd.SetDeadline(time.Now())
-		if err := r.rd.ReadInto(rec); err != nil {
+		rd.SetDeadline(time.Now())
+		if err := rd.ReadInto(rec); err != nil {
 			return
 		}
 		r.dispatch(rec.RawSample)
@@ -364,9 +455,13 @@ func (r *Ring) Close() error {
 		close(r.stop)
 		// Wake a reader blocked in its poll, as Drain does: a session's
 		// end must not wait out the poll interval.
-		r.rd.Flush()
+		r.wakeReader()
 		<-r.done
-		r.closeErr = errors.Join(r.rd.Close(), r.maps.Close())
+		var rdErr error
+		if rd := r.rd.Load(); rd != nil {
+			rdErr = rd.Close()
+		}
+		r.closeErr = errors.Join(rdErr, r.idle.close(), r.maps.Close())
 	})
 	return r.closeErr
 }

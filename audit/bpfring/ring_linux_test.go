@@ -5,6 +5,7 @@ package bpfring_test
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -269,5 +270,82 @@ func TestParseHeader(t *testing.T) {
 	}
 	if _, err := bpfring.ParseHeader(bytes.Repeat([]byte{1}, 23)); err == nil {
 		t.Error("a record shorter than its header was accepted")
+	}
+}
+
+// ringMappings counts this process's mappings of BPF maps (a ring buffer
+// maps its consumer page and its data pages).
+func ringMappings(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "anon_inode:bpf-map")
+}
+
+// The ring is mapped only once it holds a record, and whenever it is
+// mapped the records are handed over exactly as before: queued before the
+// reader started, queued while it waited unmapped, and read only by Close.
+func TestRingMappedForRecordsOnly(t *testing.T) {
+	testutil.RequireRoot(t)
+	cases := []struct {
+		name string
+		// before: records queued before Open; after: queued after it.
+		before, after int
+		drain         bool // Drain before Close
+	}{
+		{name: "nothing queued", drain: true},
+		{name: "queued before the reader started", before: 40, drain: true},
+		{name: "queued while the reader waited", after: 25, drain: true},
+		{name: "read by Close alone", after: 30},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := ringMappings(t)
+			maps, err := loader.NewEventMaps(64 << 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.before > 0 {
+				newProducer(t, maps, loader.SourceNet, 11, 0).emit(t, tc.before)
+			}
+			r, err := bpfring.Open(bpfring.Options{Maps: maps})
+			if err != nil {
+				maps.Close()
+				t.Fatal(err)
+			}
+			var net collector
+			r.Subscribe(loader.SourceNet, &net)
+			if tc.before == 0 {
+				r.Drain()
+				if n := ringMappings(t); n != base {
+					r.Close()
+					t.Fatalf("an empty ring is mapped: %d bpf-map mappings, %d before Open", n, base)
+				}
+			}
+			if tc.after > 0 {
+				newProducer(t, r.Maps(), loader.SourceNet, 12, 0).emit(t, tc.after)
+			}
+			if tc.drain {
+				r.Drain()
+				got, _ := net.counts()
+				if got != tc.before+tc.after {
+					t.Errorf("after Drain: %d records handed over, want %d", got, tc.before+tc.after)
+				}
+				if mapped := ringMappings(t) > base; mapped != (got > 0) {
+					t.Errorf("after Drain with %d records: mapped %v", got, mapped)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if got, lost := net.counts(); got != tc.before+tc.after || lost != 0 {
+				t.Errorf("after Close: %d records and %d lost, want %d and 0", got, lost, tc.before+tc.after)
+			}
+			if n := ringMappings(t); n != base {
+				t.Errorf("after Close: %d bpf-map mappings, %d before Open", n, base)
+			}
+		})
 	}
 }
