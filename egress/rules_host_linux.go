@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"syscall"
 	"time"
 
@@ -32,10 +33,11 @@ import (
 // of being out of date fails closed: a stale prefix is refused as
 // loopback, a missing one is dropped by the floor (it still leaves over lo).
 type localRoutes struct {
-	m    *ebpf.Map
-	sock int
-	// wake is an eventfd written when the watcher must stop (-1: none).
-	wake int
+	m *ebpf.Map
+	// sock is the rtnetlink socket, non-blocking and in the Go runtime's
+	// poller: waiting for a notification holds no thread, and closing it
+	// ends the wait.
+	sock *os.File
 	// holders counts the routes that make each prefix local: one prefix
 	// may have several (two interfaces, two tables), and removing one
 	// must not forget the others.
@@ -48,9 +50,9 @@ type routeID struct {
 	typ, tos             uint8
 }
 
-// localPoll bounds how long the watcher waits for rtnetlink before it
-// looks at the enforcer's stop channel.
-const localPoll = 200 * time.Millisecond
+// staleRetry is how soon a failed route dump is tried again when no
+// notification comes first.
+const staleRetry = 200 * time.Millisecond
 
 // watchLocalAddrs starts keeping net_local current, once per enforcer;
 // e.mu is held. The watcher counts in e.swept and ends with e.stop, so
@@ -71,31 +73,23 @@ func (e *Enforcer) watchLocalAddrs() error {
 	if err != nil {
 		return err
 	}
-	// wake ends the watcher's poll the moment stop is closed: a session's
-	// end does not wait out localPoll.
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		unix.Close(l.sock)
-		return fmt.Errorf("track host addresses: eventfd: %w", err)
-	}
-	l.wake = wake
 	e.local = l
 	stop := e.stop
 	e.swept.Add(1)
 	go func() {
 		defer e.swept.Done()
-		defer unix.Close(l.sock)
-		defer unix.Close(wake)
+		// Closing the socket ends the watcher's wait the moment stop is
+		// closed: a session's end waits for nothing.
 		done := make(chan struct{})
 		defer close(done)
 		go func() {
 			select {
 			case <-stop:
-				unix.Write(wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 			case <-done:
 			}
+			l.sock.Close()
 		}()
-		l.run(stop)
+		l.run()
 	}()
 	return nil
 }
@@ -113,63 +107,67 @@ func newLocalRoutes(m *ebpf.Map) (*localRoutes, error) {
 	// A burst (a VPN coming up with many routes) should not overflow; if
 	// it does, ENOBUFS leads to a full resync.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	l := &localRoutes{m: m, sock: fd, wake: -1, holders: map[netip.Prefix]map[routeID]struct{}{}}
+	l := &localRoutes{m: m, sock: os.NewFile(uintptr(fd), "rtnetlink"), holders: map[netip.Prefix]map[routeID]struct{}{}}
 	if err := l.resync(); err != nil {
-		unix.Close(fd)
+		l.sock.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// run applies route notifications until stop is closed.
-func (l *localRoutes) run(stop <-chan struct{}) {
+// run applies route notifications until the socket is closed.
+func (l *localRoutes) run() {
+	conn, err := l.sock.SyscallConn()
+	if err != nil {
+		return
+	}
 	buf := make([]byte, 64<<10)
 	stale := false
 	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
 		if stale {
 			stale = l.resync() != nil
 		}
-		pfd := []unix.PollFd{{Fd: int32(l.sock), Events: unix.POLLIN}}
-		if l.wake >= 0 {
-			pfd = append(pfd, unix.PollFd{Fd: int32(l.wake), Events: unix.POLLIN})
+		// A dump that failed is tried again at the next notification,
+		// or after staleRetry without one.
+		var deadline time.Time
+		if stale {
+			deadline = time.Now().Add(staleRetry)
 		}
-		if n, err := unix.Poll(pfd, int(localPoll.Milliseconds())); err != nil || n == 0 || pfd[0].Revents == 0 {
-			continue // timeout, or woken to look at stop
+		l.sock.SetReadDeadline(deadline)
+		var n int
+		var from unix.Sockaddr
+		var rerr error
+		err := conn.Read(func(fd uintptr) bool {
+			n, from, rerr = unix.Recvfrom(int(fd), buf, 0)
+			return !errors.Is(rerr, unix.EAGAIN) // EAGAIN: park until readable
+		})
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case err != nil:
+			return // closed
+		case errors.Is(rerr, unix.ENOBUFS):
+			// Notifications were lost: only a dump says what is true.
+			// Until one succeeds, prefixes may be missing, which the
+			// floor still refuses as local.
+			stale = true
+			continue
+		case rerr != nil:
+			continue
 		}
-		for {
-			n, from, err := unix.Recvfrom(l.sock, buf, 0)
-			if errors.Is(err, unix.EAGAIN) {
-				break
-			}
-			if errors.Is(err, unix.ENOBUFS) {
-				// Notifications were lost: only a dump says what is
-				// true. Until one succeeds, prefixes may be missing,
-				// which the floor still refuses as local.
-				stale = l.resync() != nil
-				continue
-			}
-			if err != nil {
-				break
-			}
-			if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
-				continue // only the kernel speaks for the host's routes
-			}
-			msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-			if err != nil {
-				continue
-			}
-			for _, m := range msgs {
-				switch m.Header.Type {
-				case unix.RTM_NEWROUTE:
-					l.apply(m, true)
-				case unix.RTM_DELROUTE:
-					l.apply(m, false)
-				}
+		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
+			continue // only the kernel speaks for the host's routes
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.RTM_NEWROUTE:
+				l.apply(m, true)
+			case unix.RTM_DELROUTE:
+				l.apply(m, false)
 			}
 		}
 	}

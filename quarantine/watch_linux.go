@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/internal/mountinfo"
+	"github.com/openoxide/oxsupervise/internal/pollset"
 	"github.com/openoxide/oxsupervise/policy"
 )
 
@@ -34,14 +35,17 @@ const maxFinalWalk = 200000
 
 // Watch is a running watch of one session's writable roots.
 type Watch struct {
-	opts        Options
-	c           *policy.Compiled
-	dir         string
-	names       map[string]bool
-	roots       []root
-	start       time.Time
-	fan         int // -1: no fanotify, the final walk does all the work
-	wake        int // eventfd that stops the loop
+	opts  Options
+	c     *policy.Compiled
+	dir   string
+	names map[string]bool
+	roots []root
+	start time.Time
+	fan   int // -1: no fanotify, the final walk does all the work
+	wake  int // eventfd that stops the loop
+	// events is the loop's wait on fan and wake, which holds no thread
+	// for the session's length (pollset).
+	events      *pollset.Set
 	done        chan struct{}
 	byFSID      map[[2]int32]int
 	mu          sync.Mutex
@@ -119,6 +123,10 @@ func Start(opts Options) (*Watch, error) {
 		return nil, fmt.Errorf("quarantine: eventfd: %w", err)
 	}
 	w.wake = wake
+	if w.events, err = pollset.New(fan, wake); err != nil {
+		w.closeFDs()
+		return nil, fmt.Errorf("quarantine: %w", err)
+	}
 	w.done = make(chan struct{})
 	go w.loop()
 	return w, nil
@@ -211,11 +219,13 @@ func (w *Watch) addFS(p string) error {
 // eventfd wakes it; Close's own drain handles what is queued then).
 func (w *Watch) loop() {
 	defer close(w.done)
+	defer w.events.Close()
 	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(w.fan), Events: unix.POLLIN}, {Fd: int32(w.wake), Events: unix.POLLIN}}
+	var ready []int
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: fanotify poll: %v; protected names are checked when the session ends\n", err)
+		var err error
+		if ready, err = w.events.Wait(time.Time{}, ready); err != nil {
+			fmt.Fprintf(w.opts.Warn, "oxsupervise: warning: fanotify wait: %v; protected names are checked when the session ends\n", err)
 			w.setWalkAll()
 			return
 		}
@@ -381,8 +391,8 @@ func (w *Watch) preexisting(p string) bool {
 // back, so that wait overlaps the rest of the session's end (or, in the
 // daemon, nobody's) instead of lengthening it.
 //
-// The drain is Close's own, not the loop's: the loop's thread sleeps in
-// poll, and waking it and waiting for it to hand back was a round trip
+// The drain is Close's own, not the loop's: the loop sleeps in its
+// wait, and waking it and waiting for it to hand back was a round trip
 // through the scheduler (0.05-0.8 ms on a loaded host, at the moment the
 // session's end wakes several goroutines at once). Close takes the
 // handling lock instead, so it waits only for events the loop is
@@ -456,7 +466,7 @@ func (w *Watch) Close() []Moved {
 	}
 	if fan, wake := w.fan, w.wake; fan >= 0 && w.done != nil {
 		// The marks are gone (see above): only the kernel's release of
-		// the group is left, once the loop no longer polls the two
+		// the group is left, once the loop no longer waits on the two
 		// descriptors (it is woken, and stops without reading).
 		w.fan, w.wake = -1, -1
 		go func() {

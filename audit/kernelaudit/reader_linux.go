@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -24,8 +25,13 @@ import (
 // Reader receives kernel audit records from the NETLINK_AUDIT multicast
 // group.
 type Reader struct {
-	opts        Options
-	fd          int
+	opts Options
+	fd   int
+	// sock is fd in the Go runtime's poller (non-blocking): a receive
+	// waits there, holding no thread for the session's length, until
+	// records arrive, receiveWait passes or Close closes it.
+	sock        *os.File
+	conn        syscall.RawConn
 	enabledByUs bool
 	// lost is the kernel's audit_status.lost when last read.
 	lost uint32
@@ -73,7 +79,7 @@ func Open(opts Options) (*Reader, error) {
 		}
 		r.enabledByUs = true
 	}
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_AUDIT)
 	if err != nil {
 		r.restore()
 		return nil, fmt.Errorf("%w: netlink audit socket: %v", ErrUnavailable, err)
@@ -97,13 +103,12 @@ func Open(opts Options) (*Reader, error) {
 		r.restore()
 		return nil, fmt.Errorf("%w: join audit multicast group (needs CAP_AUDIT_READ): %v", ErrUnavailable, err)
 	}
-	tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(fd)
+	r.fd, r.sock = fd, os.NewFile(uintptr(fd), "netlink audit")
+	if r.conn, err = r.sock.SyscallConn(); err != nil {
+		r.sock.Close()
 		r.restore()
-		return nil, fmt.Errorf("set audit socket timeout: %w", err)
+		return nil, fmt.Errorf("netlink audit socket: %w", err)
 	}
-	r.fd = fd
 	return r, nil
 }
 
@@ -209,11 +214,25 @@ func (l *loop) finish() {
 	l.r.checkLost(l.emit)
 }
 
+// receiveWait bounds how long a receive waits for a datagram: the
+// assembler's flushes and the loss checks happen between receives.
+const receiveWait = 50 * time.Millisecond
+
 // receive reads one datagram (or times out) and reports whether anything
 // arrived; stop is true once Close was called.
 func (l *loop) receive() (got, stop bool, err error) {
 	r := l.r
-	n, _, err := unix.Recvfrom(r.fd, l.buf, 0)
+	var n int
+	r.sock.SetReadDeadline(time.Now().Add(receiveWait))
+	if werr := r.conn.Read(func(fd uintptr) bool {
+		n, _, err = unix.Recvfrom(int(fd), l.buf, 0)
+		return !errors.Is(err, unix.EAGAIN) // EAGAIN: wait in the poller
+	}); werr != nil {
+		err = werr
+		if errors.Is(werr, os.ErrDeadlineExceeded) {
+			err = unix.EAGAIN
+		}
+	}
 	now := time.Now()
 	switch {
 	case err == nil:
@@ -413,10 +432,9 @@ func (r *Reader) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	var err error
-	if r.fd >= 0 {
-		// shutdown wakes a Recvfrom blocked in another goroutine.
-		_ = unix.Shutdown(r.fd, unix.SHUT_RDWR)
-		err = unix.Close(r.fd)
+	if r.sock != nil {
+		// Closing the file ends a receive waiting in another goroutine.
+		err = r.sock.Close()
 	}
 	if r.opts.RestoreOnClose {
 		if rerr := r.restore(); rerr != nil && err == nil {
