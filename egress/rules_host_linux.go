@@ -153,6 +153,9 @@ func (l *localRoutes) run() {
 			stale = true
 			continue
 		case rerr != nil:
+			// Not seen in practice; a socket that keeps failing must not
+			// spin the watcher.
+			time.Sleep(staleRetry)
 			continue
 		}
 		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {

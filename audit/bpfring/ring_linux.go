@@ -293,7 +293,7 @@ func (r *Ring) awaitRecords(rec *ringbuf.Record) (reading bool) {
 // mapIfQueued maps the ring when records are queued, and reports whether
 // it is mapped.
 func (r *Ring) mapIfQueued() bool {
-	queued, err := r.idle.wait(0)
+	queued, err := r.idle.queuedNow()
 	if err != nil {
 		fmt.Fprintf(r.warn, "oxsupervise: warning: kernel refusal events: %v\n", err)
 		// Whether records wait is unknown: map, to read them if they do.

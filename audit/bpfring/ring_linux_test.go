@@ -4,6 +4,7 @@ package bpfring_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/audit/bpfring"
 	"github.com/openoxide/oxsupervise/internal/testutil"
@@ -347,5 +349,35 @@ func TestRingMappedForRecordsOnly(t *testing.T) {
 				t.Errorf("after Close: %d bpf-map mappings, %d before Open", n, base)
 			}
 		})
+	}
+}
+
+// A Drain after Close, or beside it, returns and touches nothing of the
+// closed ring: its wake-up goes to no descriptor another file now has.
+func TestDrainAfterClose(t *testing.T) {
+	testutil.RequireRoot(t)
+	r, err := bpfring.Open(bpfring.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p [2]int
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The descriptors the ring released are likely the pipe's now.
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	for range 100 {
+		r.Drain()
+	}
+	var b [8]byte
+	if n, err := unix.Read(p[0], b[:]); n > 0 || !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("a pipe opened after Close read %d bytes (%v): a Drain wrote to a descriptor it no longer had", n, err)
+	}
+	if n, _ := unix.Write(p[1], []byte{1}); n != 1 {
+		t.Errorf("the pipe's write end took %d bytes", n)
 	}
 }

@@ -142,9 +142,10 @@ func (h *Hub) Close() error {
 	}
 	h.closeOnce.Do(func() {
 		h.stopping.Store(true)
-		// A receive blocked on the netlink socket wakes on a datagram
-		// (shutdown does not wake it), else on its 50 ms timeout: a
-		// message of the Hub's own wakes it at once.
+		// A receive waiting on the netlink socket wakes on a datagram,
+		// else at its 50 ms deadline (the Reader, whose Close would end
+		// it, is closed only once the loop is done): a message of the
+		// Hub's own wakes it at once.
 		_ = sendMarker([]byte(markerPrefix + strconv.Itoa(os.Getpid()) + "-stop"))
 	})
 	<-h.done
