@@ -63,22 +63,7 @@ func (s *Set) Wait(deadline time.Time, ready []int) ([]int, error) {
 	if err := s.f.SetReadDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("epoll set: %w", err)
 	}
-	ready, err := s.collect(ready[:0], false)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return ready[:0], nil
-	}
-	return ready, err
-}
-
-// Look returns the descriptors readable now, without waiting.
-func (s *Set) Look(ready []int) ([]int, error) {
-	if err := s.f.SetReadDeadline(time.Time{}); err != nil {
-		return nil, fmt.Errorf("epoll set: %w", err)
-	}
-	return s.collect(ready[:0], true)
-}
-
-func (s *Set) collect(ready []int, look bool) ([]int, error) {
+	ready = ready[:0]
 	var waitErr error
 	var evs [8]unix.EpollEvent
 	err := s.conn.Read(func(fd uintptr) bool {
@@ -94,11 +79,14 @@ func (s *Set) collect(ready []int, look bool) ([]int, error) {
 			for _, ev := range evs[:n] {
 				ready = append(ready, int(ev.Fd))
 			}
-			// Nothing yet: a look is done, a wait parks in the poller
-			// until the set polls readable.
-			return n > 0 || look
+			// Nothing yet: park in the poller until the set polls
+			// readable.
+			return n > 0
 		}
 	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ready[:0], nil
+	}
 	if err == nil {
 		err = waitErr
 	}

@@ -44,14 +44,12 @@ func TestSet(t *testing.T) {
 	cases := []struct {
 		name  string
 		write []int // write descriptors written to before the call
-		look  bool
 		want  []int
 	}{
-		{name: "look at nothing", look: true, want: nil},
 		{name: "deadline passes", want: nil},
 		{name: "one readable", write: []int{w2}, want: []int{r2}},
-		{name: "still readable until read (level-triggered)", look: true, want: []int{r2}},
-		{name: "both readable", write: []int{w1}, look: true, want: []int{r1, r2}},
+		{name: "still readable until read (level-triggered)", want: []int{r2}},
+		{name: "both readable", write: []int{w1}, want: []int{r1, r2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,13 +58,7 @@ func TestSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var got []int
-			var err error
-			if tc.look {
-				got, err = s.Look(nil)
-			} else {
-				got, err = s.Wait(time.Now().Add(20*time.Millisecond), nil)
-			}
+			got, err := s.Wait(time.Now().Add(20*time.Millisecond), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
