@@ -100,7 +100,7 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(runOut.String(), "lost the daemon during session "+runSession) {
 		t.Fatalf("run client after the daemon died: %v\n%s", err, runOut.String())
 	}
-	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(runPID, 0) == nil; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); procfs.Alive(runPID); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("run session's command (pid %d) survived its supervisor", runPID)
 		}

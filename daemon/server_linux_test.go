@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/procfs"
 )
 
 // An unprivileged user runs a confined command through the daemon: output
@@ -132,7 +133,7 @@ func TestAttachAndStopAuthorization(t *testing.T) {
 	if res.code == 0 || !strings.Contains(res.stderr, "ERR forbidden") {
 		t.Fatalf("another user stopping %s: exit %d %q; want forbidden", id, res.code, res.stderr)
 	}
-	if unix.Kill(ownProc.Pid, 0) != nil {
+	if !procfs.Alive(ownProc.Pid) {
 		t.Fatal("the session's process died after a refused stop")
 	}
 	if res := w.runHelper(t, nobody, w.ws, nil, "stop", "s-000000000000"); !strings.Contains(res.stderr, "ERR not_found") {

@@ -17,10 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/daemon"
+	"github.com/openoxide/oxsupervise/internal/procfs"
 	"github.com/openoxide/oxsupervise/internal/testutil"
 	"github.com/openoxide/oxsupervise/session"
 )
@@ -266,7 +265,7 @@ func TestSessionVerbsThroughDaemon(t *testing.T) {
 	if res.code != exitFail || !strings.Contains(res.stderr, "does not belong to uid 64123") {
 		t.Fatalf("another user stopping %s: exit %d, stderr %q", id, res.code, res.stderr)
 	}
-	if unix.Kill(own.Pid, 0) != nil {
+	if !procfs.Alive(own.Pid) {
 		t.Fatal("the session's process died after a refused stop")
 	}
 	if res := w.cli(t, nobodyUID, "stop", id); res.code != exitOK {
