@@ -84,6 +84,7 @@ func startHubSession(t *testing.T, h *Hub, id string, n int) *hubSession {
 	t.Cleanup(s.sub.Wait)
 	s.c = startHelper(t, "burst", s.target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
 	s.pid.set(s.c.cmd.Process.Pid)
+	s.c.proceed(t)
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,11 +66,17 @@ func landlockHelper(mode string) int {
 	}
 	target, newFile := os.Getenv("OXS_TARGET"), os.Getenv("OXS_NEWFILE")
 	if mode == "exec" {
-		err := syscall.Exec("/bin/sh", []string{"sh", "-c", `echo x > "$OXS_TARGET" || echo "write=EACCES"; read -r _`}, os.Environ())
+		err := syscall.Exec("/bin/sh", []string{"sh", "-c", `read -r _; echo x > "$OXS_TARGET" || echo "write=EACCES"; read -r _`}, os.Environ())
 		fmt.Println("exec:", err)
 		return 2
 	}
 	if mode == "burst" {
+		// The parent knows this pid only once Start returns: the writes
+		// wait for its go-ahead (child.proceed), or a record read before
+		// the parent noted the pid would be attributed to no session. The
+		// exec'd shell of mode "exec" waits likewise.
+		in := bufio.NewReader(os.Stdin)
+		in.ReadString('\n')
 		n, _ := strconv.Atoi(os.Getenv("OXS_COUNT"))
 		denied := 0
 		for range n {
@@ -78,7 +85,7 @@ func landlockHelper(mode string) int {
 			}
 		}
 		fmt.Printf("denied=%d\n", denied)
-		bufio.NewReader(os.Stdin).ReadString('\n')
+		in.ReadString('\n')
 		return 0
 	}
 	report := func(name, path string, flag int) {
@@ -124,8 +131,17 @@ func probe(t testing.TB) {
 
 type child struct {
 	cmd    *exec.Cmd
-	stdin  interface{ Close() error }
+	stdin  io.WriteCloser
 	output chan string
+}
+
+// proceed lets a "burst" or "exec" helper make its writes, once its pid
+// is noted.
+func (c *child) proceed(tb testing.TB) {
+	tb.Helper()
+	if _, err := io.WriteString(c.stdin, "\n"); err != nil {
+		tb.Fatalf("go-ahead to the helper: %v", err)
+	}
 }
 
 func startHelper(t testing.TB, mode, target, newFile string, cgroupFD int, extraEnv ...string) *child {
@@ -311,6 +327,7 @@ func TestLandlockDenialsProducerMap(t *testing.T) {
 	}})
 	c := startHelper(t, "exec", target, "", -1)
 	pids <- c.cmd.Process.Pid
+	c.proceed(t)
 	if out := <-c.output; out != "write=EACCES" {
 		t.Fatalf("exec'd shell reported %q, want its write refused", out)
 	}
@@ -370,6 +387,7 @@ func burst(tb testing.TB, n int, opts Options, slowFirst int) (denials int, lost
 	start := time.Now()
 	c := startHelper(tb, "burst", target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
 	childPID.set(c.cmd.Process.Pid)
+	c.proceed(tb)
 	if out := <-c.output; out != "denied="+strconv.Itoa(n) {
 		tb.Fatalf("child reported %q, want all %d writes refused", out, n)
 	}
@@ -546,6 +564,7 @@ func drainRound(t *testing.T, session string, n int, emit func(audit.Record)) (*
 	go func() { done <- r.Run(ctx, emit) }()
 	c := startHelper(t, "burst", target, "", -1, "OXS_COUNT="+strconv.Itoa(n))
 	childPID.set(c.cmd.Process.Pid)
+	c.proceed(t)
 	if out := <-c.output; out != "denied="+strconv.Itoa(n) {
 		cancel()
 		t.Fatalf("child reported %q, want all %d writes refused", out, n)
