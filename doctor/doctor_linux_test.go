@@ -134,6 +134,20 @@ func TestRunMatchesIndependentProbes(t *testing.T) {
 		t.Errorf("kernel release %q, uname says %q", r.Kernel.Release, want)
 	}
 
+	// RCU knobs: what the files say, read here without package rcu.
+	expedited, errE := os.ReadFile("/sys/kernel/rcu_expedited")
+	normal, errN := os.ReadFile("/sys/kernel/rcu_normal")
+	switch {
+	case errE != nil || errN != nil:
+		if r.Kernel.RCU != nil || r.Kernel.RCUError == "" {
+			t.Errorf("RCU knobs unreadable here (%v, %v), doctor reports %+v (error %q)", errE, errN, r.Kernel.RCU, r.Kernel.RCUError)
+		}
+	case r.Kernel.RCU == nil:
+		t.Errorf("RCU knobs readable (%q, %q), doctor reports none: %s", expedited, normal, r.Kernel.RCUError)
+	case r.Kernel.RCU.ExpeditedSet != (strings.TrimSpace(string(expedited)) != "0") || r.Kernel.RCU.NormalSet != (strings.TrimSpace(string(normal)) != "0"):
+		t.Errorf("doctor reports RCU %+v, the knobs hold %q and %q", *r.Kernel.RCU, expedited, normal)
+	}
+
 	// Run mounted securityfs if it had to, so the file is readable now.
 	lsmList, err := os.ReadFile("/sys/kernel/security/lsm")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/openoxide/oxsupervise/cgroup"
 	"github.com/openoxide/oxsupervise/internal/companion"
+	"github.com/openoxide/oxsupervise/internal/rcu"
 	"github.com/openoxide/oxsupervise/loader"
 )
 
@@ -63,6 +64,11 @@ func probeKernel(r *Report) {
 	}
 	r.Kernel.Release = unix.ByteSliceToString(u.Release[:])
 	r.Kernel.Version = unix.ByteSliceToString(u.Version[:])
+	if s, err := rcu.Read(); err != nil {
+		r.Kernel.RCUError = err.Error()
+	} else {
+		r.Kernel.RCU = &s
+	}
 }
 
 func probeLSM(r *Report) {

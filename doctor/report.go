@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/openoxide/oxsupervise/agent"
+	"github.com/openoxide/oxsupervise/internal/rcu"
 	"github.com/openoxide/oxsupervise/quarantine"
 )
 
@@ -45,6 +46,12 @@ type Report struct {
 		Release string `json:"release"` // uname -r
 		Version string `json:"version"` // uname -v
 		Error   string `json:"error,omitempty"`
+		// RCU is how the kernel runs RCU grace periods (package rcu),
+		// which a nested session's launcher move and a standalone run's
+		// attach of the read-only view audit may wait for; null when
+		// the knobs could not be read (RCUError says why).
+		RCU      *rcu.Settings `json:"rcu"`
+		RCUError string        `json:"rcu_error,omitempty"`
 	} `json:"kernel"`
 
 	LSM struct {
@@ -402,8 +409,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			orNone(r.Cgroup.Controllers), orNone(r.Cgroup.Enabled)))
 		line("cgroup2 kill/freeze", "info", fmt.Sprintf("cgroup.kill %s, cgroup.freeze %s", yesNo(r.Cgroup.Kill), yesNo(r.Cgroup.Freeze)))
 		if r.Cgroup.FavorDynmods != nil {
-			line("cgroup2 favordynmods", "info", favorDynmodsLine(*r.Cgroup.FavorDynmods, r.Cgroup.Migration, r.Cgroup.Mount))
+			line("cgroup2 favordynmods", "info", favorDynmodsLine(*r.Cgroup.FavorDynmods, r.Cgroup.Migration, r.Cgroup.Mount, r.Kernel.RCU != nil && r.Kernel.RCU.Expedited()))
 		}
+	}
+	if r.Kernel.RCU != nil {
+		line("rcu grace periods", "info", rcuLine(*r.Kernel.RCU))
 	}
 	probe("btf", r.BTF, "kernel BTF loads")
 	probe("cgroup sock_addr", r.CgroupSockAddr, "connect4 program attached to a probe group")
@@ -523,7 +533,7 @@ type Migration struct {
 // (it stays in effect until reboot there, whatever the mount options say
 // later). The option is the machine's choice, not oxsupervise's: it makes
 // every fork and exit on the machine a little costlier.
-func favorDynmodsLine(on bool, m *Migration, mount string) string {
+func favorDynmodsLine(on bool, m *Migration, mount string, expedited bool) string {
 	measured := ""
 	switch {
 	case m == nil:
@@ -539,10 +549,29 @@ func favorDynmodsLine(on bool, m *Migration, mount string) string {
 	switch {
 	case !waits && on:
 		return "on: a nested session's launcher moves into its group without waiting for an RCU grace period" + measured
+	case !waits && expedited:
+		return "off, but migrations wait for no full RCU grace period: grace periods are expedited (see rcu grace periods)" + measured
 	case !waits:
 		return "off, but migrations wait for no RCU grace period (the kernel locks each thread group on its own, as after favordynmods was once set)" + measured
 	case on:
 		return "on, yet migrations wait for an RCU grace period: each nested session's launcher may wait that long when it moves into its group" + measured
 	}
-	return fmt.Sprintf("off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group%s; `mount -o remount,favordynmods %s` removes the wait at the price of costlier fork and exit machine-wide (on Linux 6.18 it then stays in effect until reboot)", measured, mount)
+	return fmt.Sprintf("off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group%s; `mount -o remount,favordynmods %s` removes the wait at the price of costlier fork and exit machine-wide (on Linux 6.18 it then stays in effect until reboot), and expedited grace periods (see rcu grace periods) shorten it", measured, mount)
+}
+
+// rcuLine says what the kernel's grace periods mean for sessions. Measured
+// on the 2-CPU VM of issue 18 (Linux 6.18, 2026-12-04): with normal grace
+// periods a nested session's own cost was 13-14 ms (its launcher's move
+// waited for one) and back-to-back standalone runs took 16 ms (median;
+// each attach of the read-only view audit within a grace period of the
+// previous run's detach waits for it), with rcu_expedited=1 8.1-8.3 ms
+// and 11.2 ms.
+func rcuLine(s rcu.Settings) string {
+	switch {
+	case s.Expedited():
+		return "expedited (rcu_expedited=1): a nested session's launcher move and a standalone run's attach of the read-only view audit wait ~0.1 ms where a grace period is due, at the price of an interrupt on every CPU for each grace period machine-wide"
+	case s.ExpeditedSet:
+		return "normal (rcu_normal=1 overrides rcu_expedited=1): a nested session's launcher move, and a standalone run started within a grace period of the previous one's end, may each wait for a grace period (4-19 ms measured on a 2-CPU VM)"
+	}
+	return "normal: a nested session's launcher move (unless cgroup2 favordynmods), and a standalone run started within a grace period of the previous one's end (its attach of the read-only view audit), may each wait for a grace period (4-19 ms measured on a 2-CPU VM); `echo 1 > " + rcu.ExpeditedPath + "` (rcupdate.rcu_expedited=1 at boot) expedites them, at the price of an interrupt on every CPU for each grace period machine-wide"
 }

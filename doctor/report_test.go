@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/openoxide/oxsupervise/internal/rcu"
 )
 
 // synthetic builds a report as probes on an imagined machine would.
@@ -160,35 +162,67 @@ func TestFavorDynmodsLine(t *testing.T) {
 		name      string
 		favor     *bool
 		migration *Migration
+		rcu       *rcu.Settings
 		want      string // "" when the report has no such line
 		remount   bool   // the line names the remount of the hierarchy's mount
 	}{
-		{"on", &on, fast, "cgroup2 favordynmods info on: a nested session's launcher moves into its group without waiting for an RCU grace period; a migration took 0.15 ms after a quiet spell, 0.11 ms right after another", false},
-		{"off and waiting", &off, waits, "cgroup2 favordynmods info off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; a migration took 9.10 ms after a quiet spell, 0.20 ms right after another", true},
-		{"off without a wait", &off, fast, "off, but migrations wait for no RCU grace period", false},
-		{"on with a wait", &on, waits, "on, yet migrations wait for an RCU grace period", false},
-		{"off, not timed", &off, &Migration{Error: "time a migration: permission denied"}, "off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; migration not timed: time a migration: permission denied", true},
-		{"off, no probe", &off, nil, "off: each nested session may wait for an RCU grace period", true},
-		{"no cgroup2", nil, nil, "", false},
+		{"on", &on, fast, nil, "cgroup2 favordynmods info on: a nested session's launcher moves into its group without waiting for an RCU grace period; a migration took 0.15 ms after a quiet spell, 0.11 ms right after another", false},
+		{"off and waiting", &off, waits, nil, "cgroup2 favordynmods info off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; a migration took 9.10 ms after a quiet spell, 0.20 ms right after another", true},
+		{"off without a wait", &off, fast, nil, "off, but migrations wait for no RCU grace period", false},
+		{"on with a wait", &on, waits, nil, "on, yet migrations wait for an RCU grace period", false},
+		{"off, not timed", &off, &Migration{Error: "time a migration: permission denied"}, nil, "off: each nested session may wait for an RCU grace period (up to ~10 ms) when its launcher moves into its group; migration not timed: time a migration: permission denied", true},
+		{"off, no probe", &off, nil, nil, "off: each nested session may wait for an RCU grace period", true},
+		{"off without a wait, expedited", &off, fast, &rcu.Settings{ExpeditedSet: true}, "off, but migrations wait for no full RCU grace period: grace periods are expedited", false},
+		{"no cgroup2", nil, nil, nil, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := synthetic(true, true, "", []string{"bpf"}, 7, "", true)
-			r.Cgroup.FavorDynmods, r.Cgroup.Migration = tt.favor, tt.migration
-			var b strings.Builder
-			if err := r.WriteText(&b); err != nil {
-				t.Fatal(err)
-			}
-			text := strings.Join(strings.Fields(b.String()), " ")
-			switch want := strings.Join(strings.Fields(tt.want), " "); {
-			case want == "" && strings.Contains(text, "favordynmods"):
-				t.Errorf("report mentions favordynmods without a cgroup2 probe:\n%s", b.String())
-			case want != "" && !strings.Contains(text, want):
-				t.Errorf("report lacks %q:\n%s", tt.want, b.String())
-			}
-			if got := strings.Contains(b.String(), "mount -o remount,favordynmods /sys/fs/cgroup"); got != tt.remount {
-				t.Errorf("the line names the remount: %v, want %v:\n%s", got, tt.remount, b.String())
-			}
+			r.Cgroup.FavorDynmods, r.Cgroup.Migration, r.Kernel.RCU = tt.favor, tt.migration, tt.rcu
+			checkInfoLine(t, r, tt.want, "favordynmods", "mount -o remount,favordynmods /sys/fs/cgroup", tt.remount)
 		})
+	}
+}
+
+func TestRCULine(t *testing.T) {
+	tests := []struct {
+		name string
+		rcu  *rcu.Settings
+		want string // "" when the report has no such line
+		echo bool   // the line says how to expedite them
+	}{
+		{"normal", &rcu.Settings{}, "rcu grace periods info normal: a nested session's launcher move (unless cgroup2 favordynmods), and a standalone run started within a grace period of the previous one's end", true},
+		{"expedited", &rcu.Settings{ExpeditedSet: true}, "rcu grace periods info expedited (rcu_expedited=1)", false},
+		{"normal overrides", &rcu.Settings{ExpeditedSet: true, NormalSet: true}, "rcu grace periods info normal (rcu_normal=1 overrides rcu_expedited=1)", false},
+		{"only normal", &rcu.Settings{NormalSet: true}, "rcu grace periods info normal:", true},
+		{"unreadable", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := synthetic(true, true, "", []string{"bpf"}, 7, "", true)
+			r.Kernel.RCU = tt.rcu
+			checkInfoLine(t, r, tt.want, "rcu grace periods", "echo 1 > /sys/kernel/rcu_expedited", tt.echo)
+		})
+	}
+}
+
+// checkInfoLine renders r as text and checks that it holds want, spaces
+// folded (want "": that no line mentions absent), and that it names remedy
+// exactly when hasRemedy.
+func checkInfoLine(t *testing.T, r Report, want, absent, remedy string, hasRemedy bool) {
+	t.Helper()
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(b.String()), " ")
+	switch want := strings.Join(strings.Fields(want), " "); {
+	case want == "" && strings.Contains(text, absent):
+		t.Errorf("report mentions %s without its probe:\n%s", absent, b.String())
+	case want != "" && !strings.Contains(text, want):
+		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+	if got := strings.Contains(b.String(), remedy); got != hasRemedy {
+		t.Errorf("the report names %q: %v, want %v:\n%s", remedy, got, hasRemedy, b.String())
 	}
 }

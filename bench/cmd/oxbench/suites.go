@@ -20,6 +20,7 @@ import (
 	"github.com/openoxide/oxsupervise/bench/internal/stats"
 	"github.com/openoxide/oxsupervise/bench/internal/work"
 	"github.com/openoxide/oxsupervise/cgroup"
+	"github.com/openoxide/oxsupervise/internal/rcu"
 )
 
 // execTimed runs argv, returns its stdout and wall time; stderr is kept
@@ -254,7 +255,8 @@ func ratiosTo(r *report, metric, ref string) string {
 // (cgroup.ProbeMigration, as doctor reports it): a nested session's
 // launcher makes one, and it may wait for an RCU grace period, which
 // cgroup2's favordynmods spares it (and, on Linux 6.18, keeps sparing it
-// until reboot once set, whatever the mount options say later).
+// until reboot once set, whatever the mount options say later) and
+// expedited RCU grace periods shorten.
 func nestedCost(r *report, metric string) string {
 	nested, outer, peer := stats.Median(r.Samples[metric][nestedWW]), stats.Median(r.Samples[metric][standaloneWW]), stats.Median(r.Samples[metric][bwrapPeer])
 	if nested <= 0 || outer <= 0 || peer <= 0 {
@@ -278,8 +280,17 @@ func nestedCost(r *report, metric string) string {
 				float64(c.Quiet.Microseconds())/1e3, cgroup.MigrationQuiet, float64(c.Warm.Microseconds())/1e3, waits, favor)
 		}
 	}
-	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median. A migration between groups (the nested launcher's move), timed after the rounds: %s.",
-		(nested-outer)/1e6, (nested-outer)/peer, migration)
+	// Expedited grace periods shorten that wait too (package rcu).
+	var grace string
+	if s, err := rcu.Read(); err != nil {
+		grace = fmt.Sprintf("not read (%v)", err)
+	} else if s.Expedited() {
+		grace = "expedited"
+	} else {
+		grace = "normal"
+	}
+	return fmt.Sprintf("The nested session's own cost (nested row less the outer session alone, medians): %.2f ms, %.2fx bwrap's median. A migration between groups (the nested launcher's move), timed after the rounds: %s; RCU grace periods: %s.",
+		(nested-outer)/1e6, (nested-outer)/peer, migration, grace)
 }
 
 // populate makes dir a workspace of n small files in directories of 100
