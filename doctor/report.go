@@ -567,11 +567,17 @@ func favorDynmodsLine(on bool, m *Migration, mount string, expedited bool) strin
 // previous run's detach waits for it), with rcu_expedited=1 8.1-8.3 ms
 // and 11.2 ms.
 func rcuLine(s rcu.Settings) string {
+	const (
+		waits = "a nested session's launcher move (unless cgroup2 favordynmods), and a standalone run started within a grace period of the previous one's end (its attach of the read-only view audit), may each wait for a grace period (4-19 ms measured on a 2-CPU VM)"
+		price = "at the price of an interrupt on every CPU for each grace period machine-wide"
+	)
 	switch {
 	case s.Expedited():
-		return "expedited (rcu_expedited=1): a nested session's launcher move and a standalone run's attach of the read-only view audit wait ~0.1 ms where a grace period is due, at the price of an interrupt on every CPU for each grace period machine-wide"
-	case s.ExpeditedSet:
-		return "normal (rcu_normal=1 overrides rcu_expedited=1): a nested session's launcher move, and a standalone run started within a grace period of the previous one's end, may each wait for a grace period (4-19 ms measured on a 2-CPU VM)"
+		return "expedited (rcu_expedited=1): a nested session's launcher move and a standalone run's attach of the read-only view audit wait ~0.1 ms where a grace period is due, " + price
+	case s.NormalSet:
+		// rcu_normal wins over rcu_expedited: setting the latter alone
+		// would change nothing.
+		return "normal (rcu_normal=1, which overrides rcu_expedited): " + waits + "; `echo 0 > " + rcu.NormalPath + "` and `echo 1 > " + rcu.ExpeditedPath + "` expedite them, " + price
 	}
-	return "normal: a nested session's launcher move (unless cgroup2 favordynmods), and a standalone run started within a grace period of the previous one's end (its attach of the read-only view audit), may each wait for a grace period (4-19 ms measured on a 2-CPU VM); `echo 1 > " + rcu.ExpeditedPath + "` (rcupdate.rcu_expedited=1 at boot) expedites them, at the price of an interrupt on every CPU for each grace period machine-wide"
+	return "normal: " + waits + "; `echo 1 > " + rcu.ExpeditedPath + "` (rcupdate.rcu_expedited=1 at boot) expedites them, " + price
 }

@@ -193,8 +193,8 @@ func TestRCULine(t *testing.T) {
 	}{
 		{"normal", &rcu.Settings{}, "rcu grace periods info normal: a nested session's launcher move (unless cgroup2 favordynmods), and a standalone run started within a grace period of the previous one's end", true},
 		{"expedited", &rcu.Settings{ExpeditedSet: true}, "rcu grace periods info expedited (rcu_expedited=1)", false},
-		{"normal overrides", &rcu.Settings{ExpeditedSet: true, NormalSet: true}, "rcu grace periods info normal (rcu_normal=1 overrides rcu_expedited=1)", false},
-		{"only normal", &rcu.Settings{NormalSet: true}, "rcu grace periods info normal:", true},
+		{"normal overrides", &rcu.Settings{ExpeditedSet: true, NormalSet: true}, "rcu grace periods info normal (rcu_normal=1, which overrides rcu_expedited): a nested session's launcher move", true},
+		{"only normal", &rcu.Settings{NormalSet: true}, "`echo 0 > /sys/kernel/rcu_normal` and `echo 1 > /sys/kernel/rcu_expedited` expedite them", true},
 		{"unreadable", nil, "", false},
 	}
 	for _, tt := range tests {
